@@ -1,0 +1,1 @@
+"""Production implementations: `torch/<family>.py` (portable) and `triton/<family>.py` (GPU)."""

@@ -1,0 +1,1 @@
+"""Portable, vectorized Torch kernels (CPU and CUDA), one module per family."""

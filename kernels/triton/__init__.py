@@ -1,0 +1,1 @@
+"""Triton kernels (CUDA; CPU through the Triton interpreter), one module per family."""

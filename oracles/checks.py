@@ -1,0 +1,61 @@
+"""Argument checks: each raises ValueError (or TypeError for a dtype) naming the field and the rule.
+
+Written against the array protocol NumPy and torch share (dtype, shape, comparisons, any), so the
+oracles and the production kernels refuse the same inputs with the same words.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+def dtype_name(a: Any) -> str:
+    return str(a.dtype).removeprefix("torch.")
+
+
+def need_dtype(name: str, a: Any, *allowed: str) -> None:
+    if a is None or not hasattr(a, "dtype"):
+        raise TypeError(f"{name}: must be an array of {'|'.join(allowed)}, got {type(a).__name__}")
+    if dtype_name(a) not in allowed:
+        raise TypeError(f"{name}: dtype must be {'|'.join(allowed)}, got {dtype_name(a)}")
+
+
+def need_shape(name: str, a: Any, shape: tuple[int, ...]) -> None:
+    if tuple(a.shape) != tuple(shape):
+        raise ValueError(f"{name}: shape must be {list(shape)}, got {list(a.shape)}")
+
+
+def need_ndim(name: str, a: Any, ndim: int) -> None:
+    if len(a.shape) != ndim:
+        raise ValueError(f"{name}: must have {ndim} dimension(s), got shape {list(a.shape)}")
+
+
+def need_int(name: str, x: Any, low: int = 0) -> int:
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise TypeError(f"{name}: must be a Python int, got {type(x).__name__}")
+    if x < low:
+        raise ValueError(f"{name}: must be >= {low}, got {x}")
+    return x
+
+
+def need_at_least(name: str, a: Any, low: int) -> None:
+    if len(a.reshape(-1)) and bool((a < low).any()):
+        raise ValueError(f"{name}: every value must be >= {low}, found {int(a.min())}")
+
+
+def need_at_most(name: str, a: Any, high: int, why: str) -> None:
+    if len(a.reshape(-1)) and bool((a > high).any()):
+        raise ValueError(f"{name}: every value must be <= {high} ({why}), found {int(a.max())}")
+
+
+def need_inclusive_offsets(name: str, cu: Any, total: int) -> None:
+    """Inclusive cumulative counts: non-negative, non-decreasing, the last equal to the total."""
+    if len(cu) == 0:
+        if total != 0:
+            raise ValueError(f"{name}: empty, but there are {total} tokens")
+        return
+    if bool((cu[:1] < 0).any()):
+        raise ValueError(f"{name}: must start at a count >= 0, got {int(cu[0])}")
+    if len(cu) > 1 and bool((cu[1:] < cu[:-1]).any()):
+        raise ValueError(f"{name}: must be non-decreasing (inclusive cumulative counts)")
+    if int(cu[-1]) != total:
+        raise ValueError(f"{name}: last value must equal the number of tokens {total}, got {int(cu[-1])}")

@@ -1,0 +1,5 @@
+import sys
+
+from specverify.cli import main
+
+sys.exit(main())

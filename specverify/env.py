@@ -1,0 +1,55 @@
+"""The backend environment, prepared once before any kernel module is imported.
+
+The Triton interpreter is chosen when a Triton kernel is *defined* (at import of its module), so
+`prepare()` must run first: it turns the interpreter on when no CUDA device is present.
+"""
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+
+@lru_cache(maxsize=1)
+def cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+@lru_cache(maxsize=1)
+def prepare() -> None:
+    """Turn the Triton interpreter on where no CUDA device is present (idempotent)."""
+    if "TRITON_INTERPRET" not in os.environ and not cuda_available():
+        os.environ["TRITON_INTERPRET"] = "1"
+
+
+def triton_interpreted() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+@lru_cache(maxsize=1)
+def triton_import_error() -> str | None:
+    """None when Triton imports, else why it does not."""
+    prepare()
+    try:
+        import triton  # noqa: F401
+    except Exception as exc:  # any failure to import means: not available, and why
+        return f"triton does not import: {type(exc).__name__}: {exc}"
+    return None
+
+
+def versions() -> dict[str, str]:
+    import platform
+
+    import numpy
+    import torch
+
+    import specverify
+
+    found = {"specverify": specverify.__version__, "python": platform.python_version(),
+             "numpy": numpy.__version__, "torch": torch.__version__}
+    if triton_import_error() is None:
+        import triton
+
+        found["triton"] = triton.__version__
+    return found

@@ -1,0 +1,67 @@
+"""Hypothesis profiles: how many examples each tier draws, and whether runs are reproducible.
+
+- ci: derandomized (a fixed seed per stage and tier), fixed counts sized for a 2-core machine, deadline
+  off, no example database: the same inputs on every run.
+- nightly: a fresh seed per run (printed, so a run can be replayed), ten times the examples, the example
+  database on, Hypothesis' targeting phase steering towards the boundary metrics strategies report.
+- conformance: derandomized, database off, each stage checked in its own process.
+"""
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+
+from hypothesis import HealthCheck, Phase, Verbosity, settings
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    examples: dict[str, int]     # per tier, for one stage on one backend
+    randomized: bool             # a fresh seed per run (else seed 0)
+    database: bool               # keep Hypothesis' example database (.hypothesis/)
+    isolated: bool = False       # check each stage in its own process
+
+    def count(self, tier: str, examples: int | None = None) -> int:
+        """Examples for a tier; `examples` (--examples) sets the valid tier, the others scale with it."""
+        if examples is None:
+            return self.examples[tier]
+        return examples if tier == "valid" else max(1, examples // 4)
+
+    def run_seed(self, seed: int | None) -> int:
+        """The user-level seed of a run: given, else 0 (derandomized) or fresh (randomized)."""
+        if seed is not None:
+            return seed
+        return secrets.randbits(32) if self.randomized else 0
+
+    def hypothesis_settings(self, count: int) -> settings:
+        return settings(
+            max_examples=count,
+            deadline=None,
+            database=settings.default.database if self.database else None,
+            derandomize=False,   # reproducibility comes from the explicit seed instead (see seed_for)
+            phases=tuple(Phase) if self.randomized else tuple(p for p in Phase if p != Phase.explain),
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+            print_blob=False,
+            verbosity=Verbosity.quiet,
+        )
+
+
+PROFILES = {
+    "ci": Profile("ci", {"valid": 60, "hazard": 15, "invalid": 25}, randomized=False, database=False),
+    "nightly": Profile("nightly", {"valid": 600, "hazard": 150, "invalid": 100}, randomized=True, database=True),
+    "conformance": Profile("conformance", {"valid": 200, "hazard": 50, "invalid": 50}, randomized=False,
+                           database=False, isolated=True),
+}
+
+
+def seed_for(run_seed: int, stage: str, tier: str) -> int:
+    """The Hypothesis seed of one stage and tier: every backend of a run sees the same draws."""
+    digest = hashlib.sha256(f"{run_seed}:{stage}:{tier}".encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+for _profile in PROFILES.values():  # also usable as `pytest --hypothesis-profile NAME`
+    settings.register_profile(_profile.name, _profile.hypothesis_settings(_profile.examples["valid"]))

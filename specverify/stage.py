@@ -1,0 +1,137 @@
+"""The declarative record of a stage, and the drawn example it is checked on.
+
+A stage is one frozen `Stage`: its fields, its oracle, its strategies and its implementations by backend.
+A drawn `Example` is plain data (NumPy arrays and Python scalars) so it can be stored as a case file and
+handed to any backend.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+TIERS = ("valid", "hazard", "invalid")
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str                # keyword the implementation receives: the STAGES.md name
+    dtype: str               # allowed dtypes, '|'-separated ("int32|int64"); "int" for a Python int scalar
+    shape: str = ""          # symbolic shape as in STAGES.md ("B, S+1"); "" for a scalar
+    optional: bool = False   # may be None
+    strided: bool = False    # may arrive as a non-contiguous view
+    inout: bool = False      # an input the stage updates in place (checked like an output)
+    doc: str = ""            # one line for `specverify list --fields`
+
+
+def I(name: str, dtype: str, shape: str = "", **kw: Any) -> Field:  # noqa: E743 (reads like STAGES.md)
+    """An input field."""
+    return Field(name, dtype, shape, **kw)
+
+
+def O(name: str, dtype: str, shape: str = "", **kw: Any) -> Field:  # noqa: E743
+    """An output field: a destination buffer (device stages) or a part of the returned value (host stages)."""
+    return Field(name, dtype, shape, **kw)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Strided storage of an array: base extent `shape[i] * step[i] + pad[i]`, the array is the view
+    `base[0 : shape[i]*step[i] : step[i], ...]`. pad on the last axis makes the row stride exceed the row."""
+    step: tuple[int, ...]
+    pad: tuple[int, ...]
+
+    def base_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(n * s + p for n, s, p in zip(shape, self.step, self.pad))
+
+    def view_index(self, shape: tuple[int, ...]) -> tuple[slice, ...]:
+        return tuple(slice(0, n * s, s) for n, s in zip(shape, self.step))
+
+    def to_json(self) -> dict:
+        return {"step": list(self.step), "pad": list(self.pad)}
+
+    @staticmethod
+    def from_json(d: dict) -> "Layout":
+        return Layout(tuple(int(x) for x in d["step"]), tuple(int(x) for x in d["pad"]))
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """An output allocation the harness makes before the call (filled with poison)."""
+    shape: tuple[int, ...]
+    dtype: str
+    layout: Layout | None = None
+
+
+@dataclass
+class Example:
+    """One drawn call of a stage."""
+    tier: str                                   # "valid", "hazard" or "invalid"
+    inputs: dict[str, Any]                      # by input field: np.ndarray, Python scalar, list or None
+    outputs: dict[str, Buffer] = field(default_factory=dict)  # device stages: the destination buffers
+    layouts: dict[str, Layout] = field(default_factory=dict)  # strided storage of tensor inputs
+    containers: dict[str, str] = field(default_factory=dict)  # host stages: "list" | "ndarray" | "tensor"
+    bad_field: str | None = None                # invalid tier: the field the error must name
+    rule: str = ""                              # invalid tier: the rule the input breaks (for reports)
+
+    def __post_init__(self) -> None:
+        if self.tier not in TIERS:
+            raise ValueError(f"tier: must be one of {TIERS}, got {self.tier!r}")
+        if self.tier == "invalid" and not self.bad_field:
+            raise ValueError("bad_field: an invalid-tier example must name the field it breaks")
+
+    def __repr__(self) -> str:  # Hypothesis prints this for a falsifying example: keep it short
+        parts = []
+        for k, v in self.inputs.items():
+            if isinstance(v, np.ndarray):
+                parts.append(f"{k}={v.dtype}{list(v.shape)}")
+            else:
+                parts.append(f"{k}={v!r}")
+        return f"Example({self.tier}: {', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class DrawContext:
+    """What a strategy may assume about the backend it draws for."""
+    small: bool = False     # the backend is slow (Triton interpreter): keep shapes small, with rare large ones
+
+    @property
+    def max_batch(self) -> int:
+        return 64 if self.small else 1024
+
+    @property
+    def max_tokens(self) -> int:
+        return 1024 if self.small else 16384
+
+
+Strategy = Callable[[DrawContext], Any]  # returns a hypothesis SearchStrategy[Example]
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str                                   # "family.stage", as in STAGES.md
+    inputs: tuple[Field, ...]                   # keyword arguments, in STAGES.md order
+    outputs: tuple[Field, ...]                  # destination buffers, or the parts of a host stage's result
+    oracle: Callable[..., Any]                  # loop-level NumPy reference: the contract in code
+    valid: Strategy                             # draws valid-tier examples (byte identity required)
+    impls: Mapping[str, str]                    # backend name -> "module:function" (imported lazily)
+    invalid: Strategy | None = None             # draws invalid-tier examples (a clear error required)
+    hazard: Strategy | None = None              # draws hazard-tier examples (invariants required)
+    invariants: Callable[[Example, dict], list[str]] | None = None  # hazard tier: violated invariants
+    rows: Callable[[Example], tuple[list[str], list[list[Any]]]] | None = None  # semantic row table
+    host: bool = False                          # host stage: returns Python values, writes no buffers
+    doc: str = ""                               # one line: what the stage does
+
+    @property
+    def family(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    def strategy(self, tier: str) -> Strategy | None:
+        return {"valid": self.valid, "hazard": self.hazard, "invalid": self.invalid}[tier]
+
+    def field(self, name: str) -> Field:
+        for f in self.inputs + self.outputs:
+            if f.name == name:
+                return f
+        raise KeyError(f"{self.name} has no field {name!r}")

@@ -1,0 +1,1 @@
+"""Stage records, one module per family; each module exports `STAGES`."""

@@ -1,0 +1,1 @@
+"""Hypothesis strategies: shared building blocks (`blocks`) and one module per stage family."""

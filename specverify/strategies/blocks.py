@@ -1,0 +1,169 @@
+"""Building blocks every family's strategies draw from.
+
+Structure (batch sizes, per-request counts, vocab sizes, layouts, dtypes, where the hazards sit) is
+drawn by Hypothesis so it shrinks; bulk values come from a NumPy generator seeded by a drawn integer,
+so large arrays cost one draw. Every block labels what it drew with `label()` (Hypothesis `event`).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+
+import numpy as np
+from hypothesis import event, strategies as st
+
+from specverify.stage import Buffer, DrawContext, Example, Layout
+
+PLACEHOLDER = -1
+VOCAB_EDGES = (2, 8191, 8192, 8193, 151936)   # tile edges and a real vocabulary (Qwen's)
+
+coverage: ContextVar[Counter | None] = ContextVar("specverify_coverage", default=None)
+
+
+def label(text: str) -> None:
+    """Record an equivalence class the current example belongs to."""
+    event(text)
+    seen = coverage.get()
+    if seen is not None:
+        seen[text] += 1
+
+
+@st.composite
+def generator(draw) -> np.random.Generator:
+    """A NumPy generator for bulk values; shrinks towards seed 0."""
+    return np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+
+
+@dataclass(frozen=True)
+class DraftBatch:
+    """Per-request draft counts and the max_spec_len they respect."""
+    counts: np.ndarray      # int64 [B]
+    max_spec_len: int
+
+    @property
+    def batch(self) -> int:
+        return len(self.counts)
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.counts.sum())
+
+
+def batch_size(ctx: DrawContext, low: int = 0, high: int | None = None) -> st.SearchStrategy[int]:
+    """0 or 1, small (up to 16), and anything up to `high` and the context's limit."""
+    high = max(low, ctx.max_batch if high is None else min(high, ctx.max_batch))
+    bands = [(low, 1), (max(low, 2), 16), (max(low, 17), high)]
+    return st.one_of(*[st.integers(a, min(b, high)) for a, b in bands if a <= min(b, high)])
+
+
+@st.composite
+def draft_batch(draw, ctx: DrawContext, low: int = 0) -> DraftBatch:
+    """Per-request draft counts: empty batches, uniform K, ragged with zeros, mostly-zero, and a few
+    requests of more than 128 drafts among short ones; max_spec_len at or above the largest count."""
+    shape = draw(st.sampled_from(["uniform", "ragged", "sparse", "long"]))
+    spec = draw(st.integers(0, 8)) if shape != "long" else draw(st.integers(129, 300))
+    budget = max(1, ctx.max_tokens // max(spec, 1))
+    batch = draw(batch_size(ctx, low, budget))
+    rng = draw(generator())
+    if shape == "uniform":
+        counts = np.full(batch, draw(st.integers(0, spec)), np.int64)
+    elif shape == "ragged":
+        counts = rng.integers(0, spec + 1, batch)
+    elif shape == "sparse":
+        counts = np.where(rng.random(batch) < 0.2, rng.integers(0, spec + 1, batch), 0)
+    else:
+        counts = rng.integers(0, 5, batch)
+        counts[rng.random(batch) < 0.1] = spec
+        if batch:
+            counts[draw(st.integers(0, batch - 1))] = spec
+    spec = max(spec, int(counts.max(initial=0))) + draw(st.sampled_from([0, 0, 1, 3]))
+    label(f"batch: {shape}")
+    label("batch: B=0" if batch == 0 else "batch: B=1" if batch == 1 else "batch: B>1")
+    if batch and (counts == 0).any():
+        label("batch: a request with no drafts")
+    if counts.max(initial=0) > 128:
+        label("batch: a request with more than 128 drafts")
+    return DraftBatch(counts.astype(np.int64), spec)
+
+
+def inclusive_offsets(counts: np.ndarray, dtype: str = "int32") -> np.ndarray:
+    """cu[r] = counts[0] + ... + counts[r] (no leading 0)."""
+    return np.cumsum(counts, dtype=np.int64).astype(dtype)
+
+
+def exclusive_offsets(counts: np.ndarray, dtype: str = "int32") -> np.ndarray:
+    """[0, counts[0], counts[0] + counts[1], ...] of length B + 1."""
+    return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(dtype)
+
+
+def vocab_size(ctx: DrawContext) -> st.SearchStrategy[int]:
+    """Tile edges (2, 8191, 8192, 8193, 151936) and small sizes; the interpreter stays below 8194."""
+    edges = [v for v in VOCAB_EDGES if not ctx.small or v <= 8193]
+    return st.one_of(st.sampled_from(edges), st.integers(2, 300))
+
+
+@st.composite
+def token_ids(draw, size: int, vocab: int, dtype: str = "int32") -> np.ndarray:
+    """Ids in [0, V), with placeholder (-1) and out-of-vocabulary (V, V+7) ids mixed in at drawn rates."""
+    rng = draw(generator())
+    ids = rng.integers(0, vocab, size)
+    mix = draw(st.sampled_from(["valid", "placeholders", "oov", "both"]))
+    if mix in ("placeholders", "both"):
+        ids[rng.random(size) < 0.2] = PLACEHOLDER
+    if mix in ("oov", "both"):
+        oov = rng.random(size) < 0.2
+        ids[oov] = vocab + rng.choice([0, 7], size)[oov]
+    label(f"ids: {mix}")
+    return ids.astype(dtype)
+
+
+@st.composite
+def layout(draw, ndim: int) -> Layout | None:
+    """None (contiguous) or a strided view: steps 1-3 per axis, a padded row."""
+    if not draw(st.booleans()):
+        return None
+    steps = tuple(draw(st.integers(1, 3)) for _ in range(ndim))
+    pads = tuple(draw(st.integers(0, 5)) for _ in range(ndim))
+    label("layout: strided")
+    return Layout(steps, pads)
+
+
+def index_dtype(allowed: tuple[str, ...] = ("int32", "int64")) -> st.SearchStrategy[str]:
+    return st.sampled_from(allowed)
+
+
+def invalid(example: Example, field: str, rule: str, outputs: dict[str, Buffer] | None = None,
+            **inputs) -> Example:
+    """A copy of a valid example that breaks `rule` of `field` (new input values, new output buffers)."""
+    return replace(example, tier="invalid", bad_field=field, rule=rule,
+                   inputs={**example.inputs, **inputs}, outputs={**example.outputs, **(outputs or {})})
+
+
+def short(values, limit: int = 10) -> str:
+    """A list for a report cell: the first `limit` values."""
+    items = [int(v) if isinstance(v, (np.integer, np.bool_)) else v for v in list(values)[:limit]]
+    return str(items)[:-1] + (", ...]" if len(values) > limit else "]")
+
+
+def request_rows(cu_inclusive: np.ndarray, per_token: dict[str, np.ndarray],
+                 per_request: dict[str, object]) -> tuple[list[str], list[list]]:
+    """A row table of a flattened batch: one row per request, its count, its per-request values and
+    the slices of its per-token arrays (None-valued columns show as None)."""
+    headers = ["req", "n", *per_request, *per_token]
+    rows = []
+    for r in range(len(cu_inclusive)):
+        start, end = (0 if r == 0 else int(cu_inclusive[r - 1])), int(cu_inclusive[r])
+        row = [r, end - start]
+        row += [None if v is None else (v[r].item() if r < len(v) else "?") for v in per_request.values()]
+        row += [short(v[start:end]) for v in per_token.values()]
+        rows.append(row)
+    return headers, rows
+
+
+@st.composite
+def one_invalid(draw, candidates: list[Example]) -> Example:
+    """One of several invalid variants, labelled with the rule it breaks."""
+    chosen = draw(st.sampled_from(candidates))
+    label(f"invalid: {chosen.bad_field}: {chosen.rule}")
+    return chosen
