@@ -26,12 +26,13 @@ class Difference:
 
 def show(value: np.ndarray) -> str:
     """One element as its value and, for floats, its bits."""
-    item = value.reshape(()).item() if value.size == 1 else value
+    value = np.asarray(value).reshape(1)
+    item = value[0].item()
     bits = value.view(np.uint8).tobytes()[::-1].hex()
     if value.dtype.kind == "f":
         return f"{item!r} (0x{bits})"
     if value.dtype.kind == "b":
-        raw = int(value.view(np.uint8).reshape(()))
+        raw = int(value.view(np.uint8)[0])
         return f"{item!r}" if raw in (0, 1) else f"bool byte 0x{raw:02x}"
     return f"{item!r}"
 
