@@ -96,6 +96,8 @@ def save(directory: Path, stage: str, ex: Example, record: dict[str, Any]) -> Pa
 def load(path: Path | str) -> tuple[str, Example]:
     """The stage name and example stored in a case file; CaseError with one clear line otherwise."""
     path = Path(path)
+    if path.exists() and not zipfile.is_zipfile(path):
+        raise CaseError(f"{path}: not a readable case file (not an .npz archive, or truncated)")
     try:
         with np.load(path, allow_pickle=False) as data:
             files = {name: data[name] for name in data.files}

@@ -22,7 +22,9 @@ from specverify.profiles import PROFILES
 from specverify.report import outcome_from_json, outcome_to_json, write_json_report
 from specverify.runner import Outcome, check, failure_report, replay_command
 
-console = Console(highlight=False)
+console = Console(highlight=False, soft_wrap=True)
+if not console.is_terminal:  # logs and pipes: wide enough that tables never fold a stage name
+    console.width = max(console.width, 132)
 
 
 class UsageError(Exception):

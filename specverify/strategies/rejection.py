@@ -22,19 +22,25 @@ def greedy_rows(draw, batch: int) -> np.ndarray | None:
 
 
 @st.composite
-def drafts_against(draw, target: np.ndarray, vocab: int) -> np.ndarray:
-    """int32 drafts that match `target` at a drawn rate; the others differ: another valid id, a
-    placeholder or an out-of-vocabulary id."""
+def drafts_against(draw, target: np.ndarray, counts: np.ndarray, vocab: int) -> np.ndarray:
+    """int32 drafts for flattened requests: each request matches `target` for a drawn prefix (all, none,
+    anywhere, or near its end), then differs (another valid id, a placeholder or an out-of-vocabulary
+    id); after that first difference, drafts match again at random, which must not matter."""
     rng = draw(generator())
-    rate = draw(st.sampled_from([0.0, 0.5, 0.9, 1.0]))
-    label(f"drafts: match rate {rate}")
+    kind = draw(st.sampled_from(["all", "none", "anywhere", "near the end"]))
+    label(f"drafts: accepted prefix {kind}")
+    accepted = {"all": counts, "none": np.zeros_like(counts),
+                "anywhere": rng.integers(0, counts + 1),
+                "near the end": np.maximum(counts - rng.integers(1, 4, len(counts)), 0)}[kind]
     size = len(target)
+    request = np.repeat(np.arange(len(counts)), counts)
+    position = np.arange(size) - np.repeat(np.cumsum(counts) - counts, counts)
     other = (target + 1 + rng.integers(0, vocab - 1, size)) % vocab
-    kind = rng.integers(0, 4, size)
-    other = np.where(kind == 1, PLACEHOLDER, other)
-    other = np.where(kind == 2, vocab, other)
-    other = np.where(kind == 3, vocab + 7, other)
-    return np.where(rng.random(size) < rate, target, other).astype(np.int32)
+    oov = vocab + rng.choice([0, 7], size)
+    other = np.select([rng.random(size) < 0.2, rng.random(size) < 0.2], [PLACEHOLDER, oov], other)
+    after_cut = position > accepted[request]
+    matches = (position < accepted[request]) | (after_cut & (rng.random(size) < 0.5))
+    return np.where(matches, target, other).astype(np.int32)
 
 
 @st.composite
@@ -46,7 +52,7 @@ def greedy_valid(draw, ctx: DrawContext) -> Example:
     return Example(
         tier="valid",
         inputs={
-            "draft_token_ids": draw(drafts_against(argmax, vocab)),
+            "draft_token_ids": draw(drafts_against(argmax, batch.counts, vocab)),
             "target_argmax": argmax,
             "bonus_token_ids": rng.integers(0, vocab, batch.batch).astype(np.int64),
             "cu_num_draft_tokens": inclusive_offsets(batch.counts),
