@@ -118,7 +118,7 @@ def resolve_targets(args):
                                                        [args.device] if args.device else None):
         if why is None:
             runnable.append(backends.target(stage, backend, device))
-        elif args.backend or args.device:  # asked for explicitly: say why it does not run
+        elif (args.backend or args.device) and not args.in_process:  # asked for: say why it does not run
             skipped.append(Outcome(stage.name, backend, device, status="skipped", headline=why))
     if not runnable and not skipped:
         raise UsageError("nothing to check: no selected stage has the selected backend")
@@ -136,7 +136,8 @@ def cmd_check(args) -> int:
         outcomes += run_isolated(targets, args, run_seed, cases_dir)
     else:
         outcomes += run_here(targets, profile, args.examples, run_seed, cases_dir)
-    print_summary(outcomes)
+    if not args.in_process:  # a stage's own process reports to its parent through --json
+        print_summary(outcomes)
     if args.json:
         write_json_report(args.json, outcomes, profile.name, run_seed)
     return 1 if any(o.status in ("failed", "error") for o in outcomes) else 0
