@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
@@ -47,6 +48,7 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--impl", metavar="MODULE:FUNCTION", help="check an outside implementation (one --stage)")
     chk.add_argument("--cases", type=Path, default=None, metavar="DIR", help="where failing cases go")
     chk.add_argument("--json", type=Path, metavar="PATH", help="also write a machine-readable report")
+    chk.add_argument("--coverage", action="store_true", help="print what the draws covered, per stage")
     chk.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
 
     rep = sub.add_parser("replay", help="re-run a case file on every backend (or one) and print the diff")
@@ -138,6 +140,8 @@ def cmd_check(args) -> int:
         outcomes += run_here(targets, profile, args.examples, run_seed, cases_dir)
     if not args.in_process:  # a stage's own process reports to its parent through --json
         print_summary(outcomes)
+        if args.coverage:
+            print_coverage(outcomes)
     if args.json:
         write_json_report(args.json, outcomes, profile.name, run_seed)
     return 1 if any(o.status in ("failed", "error") for o in outcomes) else 0
@@ -201,6 +205,18 @@ def print_summary(outcomes: list[Outcome]) -> None:
     for o in outcomes:
         if o.status in ("failed", "error"):
             console.print(o.report or o.headline, markup=False)
+
+
+def print_coverage(outcomes: list[Outcome]) -> None:
+    """Each stage's equivalence classes (strategy labels) and how many draws fell in each."""
+    by_stage: dict[str, Counter] = {}
+    for o in outcomes:
+        by_stage.setdefault(o.stage, Counter()).update(o.coverage)
+    for stage, seen in by_stage.items():
+        table = Table("class", "draws", title=f"{stage}: what the draws covered (all backends)")
+        for name, count in sorted(seen.items()):
+            table.add_row(name, str(count))
+        console.print(table)
 
 
 def cmd_replay(args) -> int:

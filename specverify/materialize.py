@@ -149,8 +149,11 @@ def same_value(a: Any, b: Any) -> bool:
         return False
     if isinstance(a, np.ndarray):
         return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
-    if type(a).__module__.startswith("torch"):
-        return a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape) and bool((a == b).all())
+    if type(a).__module__.startswith("torch"):  # by bytes, so a NaN equals itself
+        import torch
+
+        return (a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape)
+                and (a.numel() == 0 or torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))))
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
     if isinstance(a, dict):

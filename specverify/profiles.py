@@ -41,7 +41,7 @@ class Profile:
             deadline=None,
             database=settings.default.database if self.database else None,
             derandomize=False,   # reproducibility comes from the explicit seed instead (see seed_for)
-            phases=tuple(Phase) if self.randomized else tuple(p for p in Phase if p != Phase.explain),
+            phases=tuple(Phase) if self.randomized else tuple(p for p in Phase if p not in (Phase.explain, Phase.target)),
             suppress_health_check=list(HealthCheck),
             report_multiple_bugs=False,
             print_blob=False,

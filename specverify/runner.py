@@ -6,6 +6,7 @@ failure is shrunk, written as a case file, and reported with its replay command.
 from __future__ import annotations
 
 import time
+import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,7 @@ from hypothesis import errors as hypothesis_errors
 from hypothesis import given, seed as hypothesis_seed
 
 from specverify import cases, env
-from specverify.harness import Failure, OracleError, Target, inputs_table, verify
+from specverify.harness import Failure, OracleError, Target, error_text, inputs_table, verify
 from specverify.profiles import Profile, seed_for
 from specverify.stage import TIERS, DrawContext, Example
 from specverify.strategies.blocks import coverage
@@ -122,8 +123,9 @@ def search(target, tier, strategy, profile, examples, run_seed, cases_dir, outco
         outcome.headline = getattr(exc, "headline", str(exc))
         outcome.report = failure_report(target, example, exc, replay_command(path, target) if path else None)
         return False
-    except hypothesis_errors.HypothesisException as exc:
+    except Exception as exc:  # a strategy, the oracle's inputs or the harness broke, not the target
         outcome.status = "error"
-        outcome.headline = f"the search for {target.label} ({tier} tier) broke: {type(exc).__name__}: {exc}"
-        outcome.report = outcome.headline
+        outcome.headline = f"the search for {target.label} ({tier} tier) broke: {error_text(exc)}"
+        frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        outcome.report = outcome.headline + "\n" + "".join(frames[-4:])
         return False

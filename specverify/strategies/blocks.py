@@ -11,7 +11,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 
 import numpy as np
-from hypothesis import event, strategies as st
+from hypothesis import event, strategies as st, target
 
 from specverify.stage import Buffer, DrawContext, Example, Layout
 
@@ -27,6 +27,11 @@ def label(text: str) -> None:
     seen = coverage.get()
     if seen is not None:
         seen[text] += 1
+
+
+def aim(value: float, metric: str) -> None:
+    """A boundary metric the nightly profile's targeting phase pushes upwards (Hypothesis `target`)."""
+    target(float(value), label=metric)
 
 
 @st.composite
