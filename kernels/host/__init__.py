@@ -1,0 +1,1 @@
+"""Host production code: the NumPy backend of host stages."""

@@ -1,0 +1,211 @@
+"""Strategies of the `output` family.
+
+`output.parse` is a host stage: every array it takes is handed over in a drawn container
+(`Example.containers`), so the oracle, the NumPy backend and outside implementations see the same
+Python values, lists, ndarrays and CPU tensors an engine passes.
+"""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from specverify.stage import Buffer, DrawContext, Example
+from specverify.strategies.blocks import (PLACEHOLDER, batch_size, draft_batch, generator, inclusive_offsets,
+                                          index_dtype, invalid, label, one_invalid, short, token_ids,
+                                          vocab_size)
+
+INDEX_CONTAINERS = ("list", "ndarray", "tensor")
+ARRAY_CONTAINERS = ("ndarray", "tensor")
+LOGPROB_FIELDS = ("token_ids", "logprobs", "ranks")
+
+
+@st.composite
+def emitted_rows(draw, batch: int, width: int, vocab: int) -> np.ndarray:
+    """output_token_ids [B, S] int32: rejection-sampler rows (an emitted prefix, -1 after it, now and
+    then an out-of-vocabulary id inside the prefix), or ids, -1 and OOV ids anywhere."""
+    rng = draw(generator())
+    kind = draw(st.sampled_from(["prefix", "scattered"]))
+    label(f"rows: {kind}")
+    if kind == "scattered":
+        return draw(token_ids(batch * width, vocab)).reshape(batch, width)
+    emitted = rng.integers(0, width + 1, batch)
+    ids = rng.integers(0, vocab, (batch, width))
+    ids[np.arange(width)[None, :] >= emitted[:, None]] = PLACEHOLDER
+    if draw(st.booleans()):
+        oov = (rng.random((batch, width)) < 0.15) & (ids != PLACEHOLDER)
+        ids[oov] = vocab + rng.choice([0, 7], (batch, width))[oov]
+        label("rows: OOV ids inside the emitted prefix")
+    return ids.astype(np.int32)
+
+
+@st.composite
+def discard_indices(draw, batch: int) -> np.ndarray:
+    """Row indices to discard: none, some (unsorted), every row, or some named twice."""
+    kinds = ["none"] + (["some", "all", "duplicates"] if batch else [])
+    kind = draw(st.sampled_from(kinds))
+    label(f"discard: {kind}")
+    rng = draw(generator())
+    if kind == "none":
+        rows = np.zeros(0, np.int64)
+    elif kind == "all":
+        rows = rng.permutation(batch)
+    else:
+        rows = rng.permutation(batch)[:draw(st.integers(1, batch))]
+        if kind == "duplicates":
+            rows = rng.permutation(np.concatenate([rows, rows[:draw(st.integers(1, len(rows)))]]))
+    return rows.astype(draw(index_dtype()))
+
+
+@st.composite
+def logprob_arrays(draw, positions: int, vocab: int) -> dict[str, np.ndarray]:
+    """token_ids, logprobs and ranks of k+1 candidates per flattened position (k from 0): logprobs
+    include -inf, -0.0 and NaN, which must come back bit for bit."""
+    rng = draw(generator())
+    width = draw(st.integers(1, 6))
+    logprobs = (-rng.exponential(3.0, (positions, width))).astype(np.float32)
+    specials = np.array([-np.inf, -0.0, np.nan], np.float32)
+    odd = rng.random((positions, width)) < 0.1
+    logprobs[odd] = rng.choice(specials, (positions, width))[odd]
+    return {"token_ids": rng.integers(0, vocab, (positions, width)).astype(draw(index_dtype())),
+            "logprobs": logprobs,
+            "ranks": rng.integers(1, vocab + 1, positions).astype(draw(index_dtype()))}
+
+
+@st.composite
+def parse_valid(draw, ctx: DrawContext) -> Example:
+    batch = draw(batch_size(ctx))
+    width = draw(st.one_of(st.integers(1, 9), st.integers(0, 40)))
+    vocab = draw(vocab_size(ctx))
+    inputs = {"output_token_ids": draw(emitted_rows(batch, width, vocab)), "vocab_size": vocab,
+              "discard_req_indices": draw(discard_indices(batch)), "token_ids": None, "logprobs": None,
+              "ranks": None}
+    containers = {"output_token_ids": draw(st.sampled_from(ARRAY_CONTAINERS)),
+                  "discard_req_indices": draw(st.sampled_from(INDEX_CONTAINERS))}
+    if draw(st.booleans()):
+        inputs.update(draw(logprob_arrays(batch * width, vocab)))
+        containers.update({name: draw(st.sampled_from(ARRAY_CONTAINERS)) for name in LOGPROB_FIELDS})
+        label("logprobs: given")
+    for name, container in containers.items():
+        label(f"container: {name} as {container}")
+    label("size: filtered in Python (B*S <= 256)" if batch * width <= 256 else "size: B*S > 256")
+    return Example(tier="valid", inputs=inputs, containers=containers)
+
+
+def parse_corruptions(ex: Example) -> list[Example]:
+    """Every invalid variant of a valid `output.parse` example."""
+    x = ex.inputs
+    ids, discard = x["output_token_ids"], x["discard_req_indices"]
+    batch = ids.shape[0]
+    found = [
+        invalid(ex, "output_token_ids", "dtype int32", output_token_ids=ids.astype(np.int64)),
+        invalid(ex, "output_token_ids", "2 dimensions", output_token_ids=ids.reshape(-1)),
+        invalid(ex, "vocab_size", "a Python int", vocab_size=float(x["vocab_size"])),
+        invalid(ex, "vocab_size", ">= 1", vocab_size=0),
+        invalid(ex, "discard_req_indices", "indices < B", discard_req_indices=np.append(discard, batch)),
+        invalid(ex, "discard_req_indices", "indices >= 0", discard_req_indices=np.append(discard, -1)),
+        invalid(ex, "discard_req_indices", "integers", discard_req_indices=discard.astype(np.float64)),
+        invalid(ex, "discard_req_indices", "integers (not a mask)",
+                discard_req_indices=np.zeros(batch, bool)),
+        invalid(ex, "discard_req_indices", "one dimension", discard_req_indices=discard.reshape(-1, 1)),
+    ]
+    if ids.size:
+        below = ids.copy()
+        below.reshape(-1)[ids.size // 2] = -2 - ids.size % 3
+        found.append(invalid(ex, "output_token_ids", "ids >= -1", output_token_ids=below))
+    if x["token_ids"] is not None:
+        top, lps, ranks = x["token_ids"], x["logprobs"], x["ranks"]
+        found += [
+            invalid(ex, "ranks", "all three logprobs inputs or none", ranks=None),
+            invalid(ex, "token_ids", "rows B*S", token_ids=np.concatenate([top, top[:1] * 0])),
+            invalid(ex, "token_ids", "integers", token_ids=top.astype(np.float32)),
+            invalid(ex, "logprobs", "shape of token_ids", logprobs=np.concatenate([lps, lps[:, :1]], 1)),
+            invalid(ex, "logprobs", "dtype float32", logprobs=lps.astype(np.float64)),
+            invalid(ex, "ranks", "length B*S", ranks=np.append(ranks, 1).astype(ranks.dtype)),
+        ]
+    return found
+
+
+@st.composite
+def parse_invalid(draw, ctx: DrawContext) -> Example:
+    return draw(one_invalid(parse_corruptions(draw(parse_valid(ctx)))))
+
+
+def parse_table(ex: Example):
+    x = ex.inputs
+    dropped = set(np.asarray(x["discard_req_indices"]).reshape(-1).tolist())
+    return (["req", "discarded", "output_token_ids", "vocab_size"],
+            [[r, r in dropped, short(row, 12), x["vocab_size"] if r == 0 else ""]
+             for r, row in enumerate(np.atleast_2d(x["output_token_ids"]))])
+
+
+@st.composite
+def spec_metadata_valid(draw, ctx: DrawContext) -> Example:
+    batch = draw(draft_batch(ctx))
+    rng = draw(generator())
+    counts = batch.counts
+    # decode steps schedule exactly n + 1 tokens; a mixed batch also schedules prompt chunks
+    mixed = draw(st.booleans())
+    label("scheduled: mixed with prompt chunks" if mixed else "scheduled: decode only (n + 1)")
+    extra = rng.integers(0, 40, batch.batch) * (rng.random(batch.batch) < 0.5) if mixed else 0
+    cu_sched = inclusive_offsets(counts + 1 + extra)
+    scheduled = int(cu_sched[-1]) if batch.batch else 0
+    capacity = scheduled + draw(st.sampled_from([0, 0, 1, 17]))
+    id_dtype = draw(index_dtype())
+    total = batch.num_tokens
+    return Example(
+        tier="valid",
+        inputs={"num_draft_tokens": counts.tolist(), "cu_num_scheduled_tokens": cu_sched,
+                "input_ids": rng.integers(0, draw(vocab_size(ctx)), capacity).astype(id_dtype)},
+        outputs={"cu_num_draft_tokens": Buffer((batch.batch,), "int32"),
+                 "cu_num_sampled_tokens": Buffer((batch.batch,), "int32"),
+                 "logits_indices": Buffer((total + batch.batch,), "int32"),
+                 "target_logits_indices": Buffer((total,), "int32"),
+                 "bonus_logits_indices": Buffer((batch.batch,), "int32"),
+                 "draft_token_ids": Buffer((total,), id_dtype)},
+    )
+
+
+def spec_metadata_corruptions(ex: Example, r: int = 0) -> list[Example]:
+    """Every invalid variant of a valid `output.spec_metadata` example (request r breaks the per-request
+    rules)."""
+    x = ex.inputs
+    counts, cu, ids = x["num_draft_tokens"], x["cu_num_scheduled_tokens"], x["input_ids"]
+    logits, drafts = ex.outputs["logits_indices"], ex.outputs["draft_token_ids"]
+    other = "int32" if drafts.dtype == "int64" else "int64"
+    found = [
+        invalid(ex, "num_draft_tokens", "a list of Python ints", num_draft_tokens=np.array(counts, np.int64)),
+        invalid(ex, "cu_num_scheduled_tokens", "dtype int32", cu_num_scheduled_tokens=cu.astype(np.int64)),
+        invalid(ex, "cu_num_scheduled_tokens", "length B (inclusive offsets)",
+                cu_num_scheduled_tokens=np.concatenate([[0], cu]).astype(np.int32)),
+        invalid(ex, "logits_indices", "length T + B",
+                outputs={"logits_indices": Buffer((logits.shape[0] + 1,), "int32")}),
+        invalid(ex, "draft_token_ids", "dtype of input_ids",
+                outputs={"draft_token_ids": Buffer(drafts.shape, other)}),
+        invalid(ex, "cu_num_draft_tokens", "dtype int32",
+                outputs={"cu_num_draft_tokens": Buffer((len(counts),), "int64")}),
+    ]
+    if counts:
+        found.append(invalid(ex, "num_draft_tokens", ">= 0",
+                             num_draft_tokens=[-1 if i == r else n for i, n in enumerate(counts)]))
+        short_cu = cu.astype(np.int64)
+        short_cu[r:] -= int(cu[r]) - (int(cu[r - 1]) if r else 0) - counts[r]
+        found.append(invalid(ex, "cu_num_scheduled_tokens", "each request schedules >= n + 1 tokens",
+                             cu_num_scheduled_tokens=short_cu.astype(np.int32)))
+        found.append(invalid(ex, "input_ids", "holds every scheduled token", input_ids=ids[:int(cu[-1]) - 1]))
+    return found
+
+
+@st.composite
+def spec_metadata_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(spec_metadata_valid(ctx))
+    request = draw(st.integers(0, max(len(ex.inputs["num_draft_tokens"]) - 1, 0)))
+    return draw(one_invalid(spec_metadata_corruptions(ex, request)))
+
+
+def spec_metadata_table(ex: Example):
+    x = ex.inputs
+    counts = np.asarray(x["num_draft_tokens"]).tolist()
+    cu = x["cu_num_scheduled_tokens"].tolist()
+    rows = [[r, counts[r] if r < len(counts) else "?", cu[r] if r < len(cu) else "?"]
+            for r in range(max(len(counts), len(cu)))]
+    return ["req", "num_draft_tokens", "cu_num_scheduled_tokens"], rows
