@@ -1,0 +1,219 @@
+"""Triton kernels of the `eagle` family: one launch per call, no host sync outside checked mode
+(grids come from buffer shapes; per-request spans are looped over inside the program)."""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from specverify.kernels.checks import reads_values
+from specverify.oracles import eagle as oracle
+
+ROWS = 128          # rows per program for the row-parallel kernels
+TILE = 4096         # elements of a 2-D tile
+
+
+def launch(kernel, programs: int, *args, **meta) -> None:
+    if programs > 0:
+        kernel[(programs,)](*args, **meta)
+
+
+def as_bytes(t: torch.Tensor) -> torch.Tensor:
+    """Bool tensors go to Triton as uint8."""
+    return t.view(torch.uint8) if t.dtype == torch.bool else t
+
+
+@triton.jit
+def next_token_kernel(tok_ptr, row_stride, col_stride, discard_ptr, backup_ptr, next_ptr, count_ptr,
+                      batch, width, vocab, BLOCK_B: tl.constexpr, BLOCK_S: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
+    cols = tl.arange(0, BLOCK_S)
+    live = rows < batch
+    tile = live[:, None] & (cols[None, :] < width)
+    tok = tl.load(tok_ptr + rows[:, None].to(tl.int64) * row_stride + cols[None, :] * col_stride,
+                  mask=tile, other=-1)
+    kept = tl.load(discard_ptr + rows, mask=live, other=1) == 0
+    valid = (tok != -1) & (tok < vocab) & kept[:, None]
+    count = tl.sum(valid.to(tl.int32), axis=1)
+    last = tl.max(tl.where(valid, cols[None, :], -1), axis=1)
+    picked = tl.sum(tl.where(cols[None, :] == last[:, None], tok, 0), axis=1)
+    backup = tl.load(backup_ptr + rows, mask=live, other=0)
+    tl.store(next_ptr + rows, tl.where(count > 0, picked, backup), mask=live)
+    tl.store(count_ptr + rows, count, mask=live)
+
+
+def next_token_padded(*, sampled_token_ids, discard_mask, backup_next_token_ids, vocab_size,
+                      next_token_ids, valid_sampled_tokens_count):
+    """See `specverify.oracles.eagle.next_token_padded`. A [rows, S] tile per program; any strides."""
+    batch = oracle.check_next_token_padded(sampled_token_ids, discard_mask, backup_next_token_ids, vocab_size,
+                                           next_token_ids, valid_sampled_tokens_count,
+                                           values=reads_values(sampled_token_ids))
+    width = sampled_token_ids.shape[1]
+    block_s = triton.next_power_of_2(max(width, 1))
+    block_b = max(1, min(triton.next_power_of_2(max(batch, 1)), TILE // block_s))
+    launch(next_token_kernel, triton.cdiv(batch, block_b), sampled_token_ids, sampled_token_ids.stride(0),
+           sampled_token_ids.stride(1), as_bytes(discard_mask.contiguous()), backup_next_token_ids.contiguous(),
+           next_token_ids, valid_sampled_tokens_count, batch, width, vocab_size, BLOCK_B=block_b, BLOCK_S=block_s)
+
+
+@triton.jit
+def prepare_padded_kernel(cu_ptr, count_ptr, qsl_ptr, index_ptr, rejected_ptr, num_reqs, BLOCK: tl.constexpr):
+    r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    live = r < num_reqs
+    end = tl.load(cu_ptr + r, mask=live, other=0)
+    start = tl.load(cu_ptr + r - 1, mask=live & (r > 0), other=0)
+    n = end - start
+    rejected = tl.where(n > 0, n + 1 - tl.load(count_ptr + r, mask=live, other=0), 0)
+    last = tl.load(qsl_ptr + r + 1, mask=live, other=0) - 1
+    tl.store(rejected_ptr + r, rejected, mask=live)
+    tl.store(index_ptr + r, (last - rejected).to(index_ptr.dtype.element_ty), mask=live)
+
+
+def prepare_inputs_padded(*, cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc, num_reqs,
+                          token_indices_to_sample, num_rejected_tokens):
+    """See `specverify.oracles.eagle.prepare_inputs_padded`. One lane per request."""
+    oracle.check_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc,
+                                       num_reqs, token_indices_to_sample, num_rejected_tokens,
+                                       values=reads_values(query_start_loc))
+    launch(prepare_padded_kernel, triton.cdiv(num_reqs, ROWS), cu_num_draft_tokens.contiguous(),
+           valid_sampled_tokens_count.contiguous(), query_start_loc.contiguous(), token_indices_to_sample,
+           num_rejected_tokens, num_reqs, BLOCK=ROWS)
+
+
+@triton.jit
+def kept_tokens(qsl_ptr, drafts_ptr, sampled_ptr, r, live):
+    """Per request r: its query length less its rejected tokens, and the rejected tokens (int64)."""
+    qs = tl.load(qsl_ptr + r, mask=live, other=0).to(tl.int64)
+    qn = tl.load(qsl_ptr + r + 1, mask=live, other=0).to(tl.int64)
+    n = tl.load(drafts_ptr + r, mask=live, other=0).to(tl.int64)
+    sampled = tl.load(sampled_ptr + r, mask=live, other=0).to(tl.int64)
+    rejected = tl.where(n > 0, n + 1 - sampled, 0)
+    return qn - qs - rejected, rejected, qs
+
+
+@triton.jit
+def prepare_kernel(qsl_ptr, seq_ptr, drafts_ptr, sampled_ptr, new_qsl_ptr, index_ptr, new_seq_ptr, batch,
+                   BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr):
+    r = tl.program_id(0)
+    others = tl.arange(0, BLOCK_B)
+    kept_all, _, _ = kept_tokens(qsl_ptr, drafts_ptr, sampled_ptr, others, others < batch)
+    out_start = tl.sum(tl.where(others < r, kept_all, 0), axis=0)
+    live = r < batch
+    kept, rejected, qs = kept_tokens(qsl_ptr, drafts_ptr, sampled_ptr, r, live)
+    kept = tl.where(live, kept, 0)
+    tl.store(new_qsl_ptr, out_start.to(new_qsl_ptr.dtype.element_ty), mask=r == 0)  # 0 for program 0
+    tl.store(new_qsl_ptr + r + 1, (out_start + kept).to(new_qsl_ptr.dtype.element_ty), mask=live)
+    seq = tl.load(seq_ptr + r, mask=live, other=0).to(tl.int64)
+    tl.store(new_seq_ptr + r, (seq - rejected).to(new_seq_ptr.dtype.element_ty), mask=live)
+    for k0 in range(0, kept, BLOCK_T):
+        k = k0 + tl.arange(0, BLOCK_T)
+        tl.store(index_ptr + out_start + k, (qs + k).to(index_ptr.dtype.element_ty), mask=k < kept)
+
+
+def prepare_inputs(*, query_start_loc, seq_lens, num_draft_tokens, num_sampled, new_query_start_loc,
+                   token_indices, new_seq_lens):
+    """See `specverify.oracles.eagle.prepare_inputs`. One program per request; each sums the kept
+    tokens of the requests before it for its output offset."""
+    batch = oracle.check_prepare_inputs(query_start_loc, seq_lens, num_draft_tokens, num_sampled,
+                                        new_query_start_loc, token_indices, new_seq_lens,
+                                        values=reads_values(query_start_loc))
+    launch(prepare_kernel, max(batch, 1), query_start_loc.contiguous(), seq_lens.contiguous(),
+           num_draft_tokens.contiguous(), num_sampled.contiguous(), new_query_start_loc, token_indices,
+           new_seq_lens, batch, BLOCK_B=triton.next_power_of_2(max(batch, 1)), BLOCK_T=64)
+
+
+@triton.jit
+def copy_expand_kernel(tok_ptr, pos_ptr, next_ptr, qsl_ptr, qel_ptr, padding_id, parallel_id, P,
+                       ids_ptr, out_pos_ptr, rejected_ptr, masked_ptr, new_ptr, mapping_ptr,
+                       SHIFT: tl.constexpr, BLOCK: tl.constexpr):
+    r = tl.program_id(0)
+    qs = tl.load(qsl_ptr + r).to(tl.int64)
+    qn = tl.load(qsl_ptr + r + 1).to(tl.int64)
+    qe = tl.load(qel_ptr + r).to(tl.int64)
+    kept = qe - qs + 1 - SHIFT
+    out0 = qs + r * (P - SHIFT)
+    total = kept + P + qn - qe - 1
+    first_pos = tl.load(pos_ptr + qs).to(tl.int64)
+    next_id = tl.load(next_ptr + r)
+    for j0 in range(0, total, BLOCK):
+        j = j0 + tl.arange(0, BLOCK)
+        live = j < total
+        ids = tl.load(tok_ptr + qs + SHIFT + j, mask=live & (j < kept), other=0)
+        is_masked = (j > kept) & (j < kept + P)
+        is_rejected = j >= kept + P
+        ids = tl.where(j == kept, next_id, ids)
+        ids = tl.where(is_masked, parallel_id, ids)
+        ids = tl.where(is_rejected, padding_id, ids)
+        at = out0 + j
+        tl.store(ids_ptr + at, ids.to(ids_ptr.dtype.element_ty), mask=live)
+        tl.store(out_pos_ptr + at, tl.where(is_rejected, 0, first_pos + j).to(out_pos_ptr.dtype.element_ty),
+                 mask=live)
+        tl.store(rejected_ptr + at, is_rejected.to(tl.uint8), mask=live)
+        tl.store(masked_ptr + at, is_masked.to(tl.uint8), mask=live)
+        tl.store(new_ptr + r * P + j - kept, at.to(tl.int32), mask=live & (j >= kept) & (j < kept + P))
+        if SHIFT:
+            tl.store(mapping_ptr + qs + j, at.to(tl.int32), mask=j < qn - qs)
+
+
+def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids, query_start_loc,
+                           query_end_loc, padding_token_id, parallel_drafting_token_id, P, shift_input_ids,
+                           out_input_ids, out_positions, out_is_rejected_token_mask, out_is_masked_token_mask,
+                           out_new_token_indices, out_hidden_state_mapping):
+    """See `specverify.oracles.eagle.copy_and_expand_inputs`. One program per request, looping over
+    its output span."""
+    batch, _ = oracle.check_copy_and_expand(
+        target_token_ids, target_positions, next_token_ids, query_start_loc, query_end_loc, padding_token_id,
+        parallel_drafting_token_id, P, shift_input_ids, out_input_ids, out_positions,
+        out_is_rejected_token_mask, out_is_masked_token_mask, out_new_token_indices, out_hidden_state_mapping,
+        values=reads_values(query_start_loc))
+    launch(copy_expand_kernel, batch, target_token_ids.contiguous(), target_positions.contiguous(),
+           next_token_ids.contiguous(), query_start_loc.contiguous(), query_end_loc.contiguous(),
+           padding_token_id, parallel_drafting_token_id, P, out_input_ids, out_positions,
+           as_bytes(out_is_rejected_token_mask), as_bytes(out_is_masked_token_mask), out_new_token_indices,
+           out_hidden_state_mapping, SHIFT=int(shift_input_ids), BLOCK=64)
+
+
+@triton.jit
+def extend_kernel(qsl_ptr, seq_ptr, n, new_qsl_ptr, new_seq_ptr, batch, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    offsets = tl.load(qsl_ptr + i, mask=i <= batch, other=0)
+    tl.store(new_qsl_ptr + i, offsets + (i * n).to(offsets.dtype), mask=i <= batch)
+    lengths = tl.load(seq_ptr + i, mask=i < batch, other=0)
+    tl.store(new_seq_ptr + i, lengths + n, mask=i < batch)
+
+
+def extend_queries(*, query_start_loc, seq_lens, N, new_query_start_loc, new_seq_lens):
+    """See `specverify.oracles.eagle.extend_queries`."""
+    batch = oracle.check_extend_queries(query_start_loc, seq_lens, N, new_query_start_loc, new_seq_lens,
+                                        values=reads_values(query_start_loc))
+    launch(extend_kernel, triton.cdiv(batch + 1, ROWS), query_start_loc.contiguous(), seq_lens.contiguous(), N,
+           new_query_start_loc, new_seq_lens, batch, BLOCK=ROWS)
+
+
+@triton.jit
+def step_slot_kernel(pos_ptr, table_ptr, row_stride, col_stride, seq_ptr, block_size, max_model_len,
+                     blocks, batch_size, input_batch_size, clamped_ptr, slot_ptr, BLOCK: tl.constexpr):
+    r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    real = r < batch_size
+    p = tl.load(pos_ptr + r, mask=real, other=0).to(tl.int64) + 1
+    exceeded = p >= max_model_len
+    cp = tl.where(exceeded, 0, p)
+    block = tl.minimum(cp // block_size, blocks - 1)
+    entry = tl.load(table_ptr + r.to(tl.int64) * row_stride + block * col_stride, mask=real, other=0)
+    slot = tl.where(exceeded | (r >= batch_size), -1, entry.to(tl.int64) * block_size + cp % block_size)
+    tl.store(slot_ptr + r, slot, mask=r < input_batch_size)
+    tl.store(clamped_ptr + r, cp.to(clamped_ptr.dtype.element_ty), mask=real)
+    seq = tl.load(seq_ptr + r, mask=real, other=0).to(tl.int64)
+    seq = tl.minimum(tl.where(exceeded, 1, seq + 1), max_model_len)
+    tl.store(seq_ptr + r, seq.to(seq_ptr.dtype.element_ty), mask=real)
+
+
+def step_slot_mapping(*, positions, block_table, seq_lens, block_size, max_model_len, batch_size,
+                      input_batch_size, clamped_positions, slot_mapping):
+    """See `specverify.oracles.eagle.step_slot_mapping`. One lane per slot; any block_table strides."""
+    oracle.check_step_slot_mapping(positions, block_table, seq_lens, block_size, max_model_len, batch_size,
+                                   input_batch_size, clamped_positions, slot_mapping,
+                                   values=reads_values(positions))
+    launch(step_slot_kernel, triton.cdiv(input_batch_size, ROWS), positions.contiguous(), block_table,
+           block_table.stride(0), block_table.stride(1), seq_lens, block_size, max_model_len,
+           block_table.shape[1], batch_size, input_batch_size, clamped_positions, slot_mapping, BLOCK=ROWS)

@@ -1,0 +1,470 @@
+"""Strategies of the `eagle` family.
+
+Index dtypes (int32, int64) are drawn wherever the contract leaves them open; rows a stage must not
+touch (past num_reqs, past batch_size) are filled with stale values it must not read into its outputs.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from hypothesis import strategies as st
+
+from specverify.stage import Buffer, DrawContext, Example, Layout
+from specverify.strategies.blocks import (PLACEHOLDER, batch_size, draft_batch, exclusive_offsets, generator,
+                                          inclusive_offsets, index_dtype, invalid, label, one_invalid, short,
+                                          vocab_size)
+
+INT32_MAX = 2**31 - 1
+
+
+def buffers(**specs: tuple) -> dict[str, Buffer]:
+    """Output buffers by field: name=(shape, dtype)."""
+    return {name: Buffer(tuple(int(n) for n in shape), dtype) for name, (shape, dtype) in specs.items()}
+
+
+def rows_table(**columns) -> tuple[list[str], list[list]]:
+    """One row per request; a 2-D column shows its row, a missing entry '?'."""
+    length = max((len(v) for v in columns.values() if v is not None), default=0)
+    rows = []
+    for r in range(length):
+        row = [r]
+        for v in columns.values():
+            cell = None if v is None else ("?" if r >= len(v) else v[r])
+            row.append(short(cell) if isinstance(cell, np.ndarray) else
+                       cell.item() if isinstance(cell, np.generic) else cell)
+        rows.append(row)
+    return ["req", *columns], rows
+
+
+@st.composite
+def row_stride_layout(draw, ndim: int) -> Layout | None:
+    """Contiguous, or rows further apart than their length (a padded last axis, maybe skipped rows)."""
+    if not draw(st.booleans()):
+        return None
+    label("layout: row stride > row length")
+    steps = (draw(st.integers(1, 2)),) + (1,) * (ndim - 1)
+    return Layout(steps, (0,) * (ndim - 1) + (draw(st.integers(1, 5)),))
+
+
+@st.composite
+def labelled_dtype(draw, field: str) -> str:
+    """int32 or int64 for an index field whose dtype the contract leaves open."""
+    dtype = draw(index_dtype())
+    label(f"dtype: {field} {dtype}")
+    return dtype
+
+
+def strided(name: str, layout: Layout | None) -> dict[str, Layout]:
+    """Example.layouts for one input: empty when contiguous."""
+    return {} if layout is None else {name: layout}
+
+
+def stale(rng: np.random.Generator, values: np.ndarray, start: int) -> np.ndarray:
+    """`values` with every entry from `start` on replaced by junk a stage must not read."""
+    out = values.copy()
+    out[start:] = rng.integers(-7, 50, len(out) - start)
+    return out
+
+
+def retyped(ex: Example, name: str, dtype: str, rule: str | None = None) -> Example:
+    return invalid(ex, name, rule or f"dtype ({dtype} given)", **{name: ex.inputs[name].astype(dtype)})
+
+
+def resized(ex: Example, name: str) -> Example:
+    """`name` one element longer than the contract's length."""
+    value = ex.inputs[name]
+    return invalid(ex, name, "length", **{name: np.append(value, value[:1] if len(value) else 0)})
+
+
+def wrong_buffer(ex: Example, name: str, dtype: str | None = None, extra: int = 0) -> Example:
+    buf = ex.outputs[name]
+    shape = (buf.shape[0] + extra,) + buf.shape[1:]
+    return invalid(ex, name, f"buffer dtype {dtype}" if dtype else "buffer length",
+                   outputs={name: Buffer(shape, dtype or buf.dtype)})
+
+
+def with_value(ex: Example, name: str, index: int, value: int, rule: str) -> Example:
+    changed = ex.inputs[name].copy()
+    changed[index] = value
+    return invalid(ex, name, rule, **{name: changed})
+
+
+# ---------------------------------------------------------------- eagle.next_token_padded
+
+@st.composite
+def sampled_rows(draw, batch: int, width: int, vocab: int) -> np.ndarray:
+    """Rows of sampled ids: an emitted prefix then -1 (what rejection emits), rows with gaps of -1 and
+    OOV ids before later valid ones, or a mix of both."""
+    rng = draw(generator())
+    ids = rng.integers(0, vocab, (batch, width))
+    prefix = np.arange(width) < rng.integers(0, width + 1, (batch, 1))
+    holes = rng.random((batch, width)) < draw(st.sampled_from([0.2, 0.5, 0.9]))
+    junk = rng.choice([PLACEHOLDER, vocab, vocab + 7], (batch, width))
+    kind = draw(st.sampled_from(["prefix", "gaps", "mixed"]))
+    gap_rows = np.full((batch, 1), kind == "gaps") if kind != "mixed" else rng.random((batch, 1)) < 0.5
+    ids = np.where(gap_rows, np.where(holes, junk, ids), np.where(prefix, ids, PLACEHOLDER))
+    label(f"sampled: {kind}")
+    valid = (ids != PLACEHOLDER) & (ids < vocab)
+    if (valid[:, 1:] & np.logical_or.accumulate(~valid, axis=1)[:, :-1]).any():
+        label("sampled: a valid id after a gap")
+    if batch and (~valid.any(axis=1)).any():
+        label("sampled: a row without a valid id")
+    return ids.astype(np.int32)
+
+
+@st.composite
+def next_token_valid(draw, ctx: DrawContext) -> Example:
+    batch = draw(batch_size(ctx))
+    width = draw(st.one_of(st.integers(1, 9), st.integers(0, 33)))
+    vocab = draw(vocab_size(ctx))
+    rng = draw(generator())
+    discard = rng.random(batch) < draw(st.sampled_from([0.0, 0.3, 1.0]))
+    if discard.any():
+        label("discard: all rows" if discard.all() else "discard: some rows")
+    return Example(
+        tier="valid",
+        inputs={"sampled_token_ids": draw(sampled_rows(batch, width, vocab)), "discard_mask": discard,
+                "backup_next_token_ids": rng.integers(0, vocab, batch).astype(np.int32), "vocab_size": vocab},
+        outputs=buffers(next_token_ids=((batch,), "int32"), valid_sampled_tokens_count=((batch,), "int32")),
+        layouts=strided("sampled_token_ids", draw(row_stride_layout(2))),
+    )
+
+
+@st.composite
+def next_token_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(next_token_valid(ctx))
+    x = ex.inputs
+    found = [
+        retyped(ex, "sampled_token_ids", "int64"),
+        replace(invalid(ex, "sampled_token_ids", "2-D", sampled_token_ids=x["sampled_token_ids"].reshape(-1)),
+                layouts={}),
+        retyped(ex, "discard_mask", "int32"), resized(ex, "discard_mask"),
+        retyped(ex, "backup_next_token_ids", "int64"), resized(ex, "backup_next_token_ids"),
+        invalid(ex, "vocab_size", "vocab_size >= 1", vocab_size=0),
+        wrong_buffer(ex, "next_token_ids", "int64"), wrong_buffer(ex, "valid_sampled_tokens_count", extra=1),
+    ]
+    if x["sampled_token_ids"].size:
+        bad = x["sampled_token_ids"].copy()
+        bad.reshape(-1)[bad.size // 2] = -2
+        found.append(invalid(ex, "sampled_token_ids", "ids >= -1", sampled_token_ids=bad))
+    return draw(one_invalid(found))
+
+
+def next_token_table(ex: Example):
+    x = ex.inputs
+    return rows_table(discard=x["discard_mask"], backup=x["backup_next_token_ids"], sampled=x["sampled_token_ids"])
+
+
+# ---------------------------------------------------------------- eagle.prepare_inputs_padded
+
+@st.composite
+def query_lengths(draw, counts: np.ndarray) -> np.ndarray:
+    """Query lengths of requests with `counts` drafts: n + 1 (decode), a few longer (prefill chunks)."""
+    rng = draw(generator())
+    extra = np.where(rng.random(len(counts)) < draw(st.sampled_from([0.0, 0.2])), rng.integers(1, 20, len(counts)), 0)
+    return counts + 1 + extra
+
+
+@st.composite
+def sampled_counts(draw, counts: np.ndarray) -> np.ndarray:
+    """Accepted + 1 per request (1 to n + 1), 0 for discarded requests."""
+    rng = draw(generator())
+    sampled = rng.integers(1, counts + 2)
+    if draw(st.booleans()):
+        sampled[rng.random(len(counts)) < 0.3] = 0
+        label("requests: some discarded (0 sampled)")
+    return sampled
+
+
+@st.composite
+def prepare_padded_valid(draw, ctx: DrawContext) -> Example:
+    batch = draw(draft_batch(ctx))
+    b = batch.batch
+    num_reqs = draw(st.one_of(st.just(b), st.integers(0, b)))
+    qsl = exclusive_offsets(draw(query_lengths(batch.counts)), draw(labelled_dtype("query_start_loc")))
+    cu, count = inclusive_offsets(batch.counts), draw(sampled_counts(batch.counts)).astype(np.int32)
+    if num_reqs < b:
+        label("num_reqs < B")
+        if draw(st.booleans()):
+            label("stale rows past num_reqs")
+            rng = draw(generator())
+            cu, count, qsl = stale(rng, cu, num_reqs), stale(rng, count, num_reqs), stale(rng, qsl, num_reqs + 1)
+    return Example(
+        tier="valid",
+        inputs={"cu_num_draft_tokens": cu, "valid_sampled_tokens_count": count, "query_start_loc": qsl,
+                "num_reqs": num_reqs},
+        outputs=buffers(token_indices_to_sample=((b,), qsl.dtype.name), num_rejected_tokens=((b,), "int32")),
+    )
+
+
+@st.composite
+def prepare_padded_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(prepare_padded_valid(ctx))
+    x = ex.inputs
+    b, n = len(x["cu_num_draft_tokens"]), x["num_reqs"]
+    found = [
+        invalid(ex, "num_reqs", "num_reqs <= B", num_reqs=b + 1),
+        invalid(ex, "num_reqs", "num_reqs >= 0", num_reqs=-1),
+        retyped(ex, "cu_num_draft_tokens", "int64"), retyped(ex, "valid_sampled_tokens_count", "int64"),
+        retyped(ex, "query_start_loc", "float32"), resized(ex, "query_start_loc"),
+        resized(ex, "valid_sampled_tokens_count"),
+        wrong_buffer(ex, "token_indices_to_sample", "int16"), wrong_buffer(ex, "num_rejected_tokens", extra=1),
+    ]
+    if n:
+        first = int(x["cu_num_draft_tokens"][0])
+        found += [with_value(ex, "valid_sampled_tokens_count", 0, first + 2, "count <= n + 1"),
+                  with_value(ex, "valid_sampled_tokens_count", n - 1, -1, "count >= 0"),
+                  with_value(ex, "query_start_loc", 0, 1, "leading 0")]
+        if n >= 2 and first > 0:
+            found.append(with_value(ex, "cu_num_draft_tokens", 1, first - 1, "non-decreasing"))
+        if int(x["query_start_loc"][1]) > 0 and n >= 2:
+            found.append(with_value(ex, "query_start_loc", 2, 0, "non-decreasing"))
+    return draw(one_invalid(found))
+
+
+def prepare_padded_table(ex: Example):
+    x = ex.inputs
+    cu = x["cu_num_draft_tokens"]
+    return rows_table(n=np.diff(cu, prepend=0), count=x["valid_sampled_tokens_count"],
+                      qs=x["query_start_loc"][:-1], qn=x["query_start_loc"][1:],
+                      read=np.arange(len(cu)) < x["num_reqs"])
+
+
+# ---------------------------------------------------------------- eagle.prepare_inputs
+
+@st.composite
+def prepare_valid(draw, ctx: DrawContext) -> Example:
+    batch = draw(draft_batch(ctx))
+    counts = batch.counts
+    q = draw(query_lengths(counts))
+    sampled = draw(sampled_counts(counts))
+    rejected = np.where(counts > 0, counts + 1 - sampled, 0)
+    rng = draw(generator())
+    seq_lens = q + rng.integers(0, 300, len(q)) * draw(st.sampled_from([0, 1]))
+    if (seq_lens == rejected).any():
+        label("prepare: a sequence left empty")
+    dtypes = [draw(labelled_dtype(f)) for f in ("query_start_loc", "seq_lens", "num_draft_tokens", "num_sampled")]
+    qsl = exclusive_offsets(q, dtypes[0])
+    b = batch.batch
+    return Example(
+        tier="valid",
+        inputs={"query_start_loc": qsl, "seq_lens": seq_lens.astype(dtypes[1]),
+                "num_draft_tokens": counts.astype(dtypes[2]), "num_sampled": sampled.astype(dtypes[3])},
+        outputs=buffers(new_query_start_loc=((b + 1,), dtypes[0]), new_seq_lens=((b,), dtypes[1]),
+                        token_indices=((int((q - rejected).sum()),), dtypes[0])),
+    )
+
+
+@st.composite
+def prepare_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(prepare_valid(ctx))
+    x = ex.inputs
+    b = len(x["seq_lens"])
+    found = [
+        retyped(ex, "query_start_loc", "float32"), retyped(ex, "num_sampled", "int16"),
+        resized(ex, "seq_lens"), resized(ex, "num_draft_tokens"),
+        with_value(ex, "query_start_loc", 0, -1, "leading 0"),
+        wrong_buffer(ex, "token_indices", extra=1), wrong_buffer(ex, "new_seq_lens", "float64"),
+        wrong_buffer(ex, "new_query_start_loc", extra=-1),
+    ]
+    if b:
+        n, q = x["num_draft_tokens"], np.diff(x["query_start_loc"])
+        found += [with_value(ex, "num_sampled", 0, int(n[0]) + 2, "num_sampled <= n + 1"),
+                  with_value(ex, "num_draft_tokens", b - 1, -1, "counts >= 0")]
+        drafted = np.flatnonzero(n > 0)
+        if len(drafted):
+            r = int(drafted[0])  # all rejected and a too short sequence: rej = n + 1 > seq_lens
+            sampled, seq = x["num_sampled"].copy(), x["seq_lens"].copy()
+            sampled[r] = seq[r] = 0
+            found.append(invalid(ex, "seq_lens", "seq_lens >= rejected", num_sampled=sampled, seq_lens=seq))
+        if b >= 2 and q[0] > 0:
+            found.append(with_value(ex, "query_start_loc", 1, int(x["query_start_loc"][2]) + 1, "non-decreasing"))
+    return draw(one_invalid(found))
+
+
+def prepare_table(ex: Example):
+    x = ex.inputs
+    return rows_table(q=np.diff(x["query_start_loc"]), n=x["num_draft_tokens"], sampled=x["num_sampled"],
+                      seq_len=x["seq_lens"])
+
+
+# ---------------------------------------------------------------- eagle.copy_and_expand_inputs
+
+@st.composite
+def copy_expand_valid(draw, ctx: DrawContext) -> Example:
+    b = draw(batch_size(ctx, high=ctx.max_batch // 2))
+    rng = draw(generator())
+    q = rng.integers(1, draw(st.sampled_from([2, 6, 12])) + 1, b)
+    qsl = exclusive_offsets(q, draw(labelled_dtype("query_start_loc")))
+    ends = qsl[1:] - 1
+    if draw(st.booleans()):
+        ends = qsl[:-1] + rng.integers(0, q)
+        label("copy_expand: rejected tokens")
+    spare = draw(st.sampled_from([0, 0, 1, 5]))
+    if spare:
+        label("copy_expand: buffers longer than needed")
+    tokens, vocab = int(qsl[-1]) + spare, draw(vocab_size(ctx))
+    ids, positions = draw(labelled_dtype("target_token_ids")), draw(labelled_dtype("target_positions"))
+    shift, parallel = draw(st.booleans()), draw(st.sampled_from([1, 1, 2, 3, 5]))
+    label(f"copy_expand: shift={shift}, P={'1' if parallel == 1 else '>1'}")
+    size = tokens + b * parallel - (b if shift else 0)
+    return Example(
+        tier="valid",
+        inputs={"target_token_ids": rng.integers(0, vocab, tokens).astype(ids),
+                "target_positions": rng.integers(0, 5000, tokens).astype(positions),
+                "next_token_ids": rng.integers(0, vocab, b).astype(ids),
+                "query_start_loc": qsl, "query_end_loc": ends.astype(qsl.dtype),
+                "padding_token_id": draw(st.sampled_from([0, PLACEHOLDER, vocab])),
+                "parallel_drafting_token_id": draw(st.sampled_from([vocab - 1, vocab, 0])),
+                "P": parallel, "shift_input_ids": shift},
+        outputs=buffers(out_input_ids=((size,), ids), out_positions=((size,), positions),
+                        out_is_rejected_token_mask=((size,), "bool"), out_is_masked_token_mask=((size,), "bool"),
+                        out_new_token_indices=((b * parallel,), "int32"),
+                        out_hidden_state_mapping=((tokens,), "int32")),
+    )
+
+
+@st.composite
+def copy_expand_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(copy_expand_valid(ctx))
+    x = ex.inputs
+    other = "int64" if x["target_token_ids"].dtype == np.int32 else "int32"
+    found = [
+        invalid(ex, "P", "P >= 1", P=0),
+        invalid(ex, "shift_input_ids", "a bool", shift_input_ids=int(x["shift_input_ids"])),
+        retyped(ex, "next_token_ids", other, "dtype of target_token_ids"), resized(ex, "target_positions"),
+        retyped(ex, "query_end_loc", "float32"),
+        invalid(ex, "padding_token_id", "fits the id dtype", padding_token_id=2**63),
+        wrong_buffer(ex, "out_is_rejected_token_mask", "int8"), wrong_buffer(ex, "out_new_token_indices", extra=1),
+        wrong_buffer(ex, "out_positions", "float32"), wrong_buffer(ex, "out_input_ids", extra=1),
+    ]
+    b = len(x["next_token_ids"])
+    if b:
+        qsl = x["query_start_loc"]
+        found += [with_value(ex, "query_end_loc", b - 1, int(qsl[-1]), "qs <= qe < qn"),
+                  with_value(ex, "query_start_loc", b, len(x["target_token_ids"]) + 1, "last offset <= N")]
+    return draw(one_invalid(found))
+
+
+def copy_expand_table(ex: Example):
+    x = ex.inputs
+    qsl = x["query_start_loc"]
+    return rows_table(qs=qsl[:-1], qe=x["query_end_loc"], qn=qsl[1:], next=x["next_token_ids"],
+                      ids=[x["target_token_ids"][a:e] for a, e in zip(qsl[:-1], qsl[1:])])
+
+
+# ---------------------------------------------------------------- eagle.extend_queries
+
+@st.composite
+def extend_valid(draw, ctx: DrawContext) -> Example:
+    b = draw(batch_size(ctx))
+    rng = draw(generator())
+    q = rng.integers(0, 12, b)
+    qsl = exclusive_offsets(q, draw(labelled_dtype("query_start_loc")))
+    seq_dtype = draw(labelled_dtype("seq_lens"))
+    return Example(
+        tier="valid",
+        inputs={"query_start_loc": qsl, "seq_lens": (q + rng.integers(0, 4000, b)).astype(seq_dtype),
+                "N": draw(st.sampled_from([0, 1, 2, 3, 7]))},
+        outputs=buffers(new_query_start_loc=((b + 1,), qsl.dtype.name), new_seq_lens=((b,), seq_dtype)),
+    )
+
+
+@st.composite
+def extend_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(extend_valid(ctx))
+    x = ex.inputs
+    b = len(x["seq_lens"])
+    found = [
+        invalid(ex, "N", "N >= 0", N=-1), invalid(ex, "N", "a Python int", N=1.0),
+        retyped(ex, "seq_lens", "uint8"), resized(ex, "seq_lens"),
+        with_value(ex, "query_start_loc", 0, 3, "leading 0"),
+        wrong_buffer(ex, "new_seq_lens", "float32"), wrong_buffer(ex, "new_query_start_loc", extra=1),
+    ]
+    if b:
+        found.append(with_value(ex, "seq_lens", b - 1, -1, "seq_lens >= 0"))
+        found.append(invalid(ex, "N", "results fit the dtype", N=2**63))
+        if b >= 2 and int(x["query_start_loc"][1]) > 0:
+            found.append(with_value(ex, "query_start_loc", 2, 0, "non-decreasing"))
+    return draw(one_invalid(found))
+
+
+# ---------------------------------------------------------------- eagle.step_slot_mapping
+
+@st.composite
+def step_positions(draw, rng, batch: int, max_model_len: int, table_tokens: int) -> np.ndarray:
+    """Positions below the limit, just below and at it (pos + 1 == max_model_len), beyond it, and
+    beyond the block table's reach (the last block is used)."""
+    kind = draw(st.sampled_from(["inside", "edges", "mixed"]))
+    label(f"positions: {kind}")
+    inside = rng.integers(0, max_model_len, batch)
+    edges = max_model_len + rng.choice([-2, -1, 0, 5], batch)
+    beyond_table = table_tokens + rng.integers(0, 3, batch)
+    pick = {"inside": 0, "edges": 1, "mixed": 2}[kind]
+    choice = np.full(batch, pick) if pick < 2 else rng.integers(0, 3, batch)
+    return np.maximum(np.choose(choice, [inside, edges, beyond_table]), 0)
+
+
+@st.composite
+def step_valid(draw, ctx: DrawContext) -> Example:
+    batch = draw(batch_size(ctx))
+    rows = batch + draw(st.sampled_from([0, 0, 2]))
+    input_batch = batch + draw(st.sampled_from([0, 0, 1, 9]))
+    if input_batch > batch:
+        label("step: CUDA-graph padded rows")
+    block, blocks = draw(st.sampled_from([1, 7, 16])), draw(st.integers(1, 6))
+    max_model_len = draw(st.sampled_from([blocks * block, blocks * block + 3, max(1, blocks * block // 2), 1]))
+    rng = draw(generator())
+    pos_dtype, table_dtype, seq_dtype = (draw(labelled_dtype(f)) for f in ("positions", "block_table", "seq_lens"))
+    positions = draw(step_positions(rng, batch, max_model_len, blocks * block))
+    if (positions + 1 >= max_model_len).any():
+        label("step: a position reaches max_model_len")
+    top = INT32_MAX if draw(st.booleans()) else 1000
+    if top == INT32_MAX:
+        label("step: slots beyond int32")
+    table = rng.integers(0, top, (rows, blocks), endpoint=True)
+    seq = rng.integers(0, max_model_len + 1, rows)
+    pad = rows - batch   # rows never read: junk
+    positions = np.concatenate([positions, rng.integers(-5, 5, pad)])
+    table[batch:] = -3
+    seq[batch:] = rng.integers(-5, 5, pad)
+    return Example(
+        tier="valid",
+        inputs={"positions": positions.astype(pos_dtype), "block_table": table.astype(table_dtype),
+                "seq_lens": seq.astype(seq_dtype), "block_size": block, "max_model_len": max_model_len,
+                "batch_size": batch, "input_batch_size": input_batch},
+        outputs=buffers(clamped_positions=((rows,), pos_dtype), slot_mapping=((input_batch,), "int64")),
+        layouts=strided("block_table", draw(row_stride_layout(2))),
+    )
+
+
+@st.composite
+def step_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(step_valid(ctx))
+    x = ex.inputs
+    batch, rows = x["batch_size"], len(x["positions"])
+    table = x["block_table"]
+    found = [
+        invalid(ex, "batch_size", "batch_size <= input_batch_size", batch_size=x["input_batch_size"] + 1),
+        invalid(ex, "batch_size", "batch_size <= B", batch_size=rows + 1),
+        invalid(ex, "block_size", "block_size >= 1", block_size=0),
+        invalid(ex, "max_model_len", "max_model_len >= 1", max_model_len=0),
+        invalid(ex, "block_table", "NB >= 1", block_table=table[:, :0]),
+        retyped(ex, "block_table", "float32"), retyped(ex, "seq_lens", "int16"), resized(ex, "seq_lens"),
+        wrong_buffer(ex, "slot_mapping", "int32"), wrong_buffer(ex, "slot_mapping", extra=1),
+        wrong_buffer(ex, "clamped_positions", "float64"),
+    ]
+    if batch:
+        found += [with_value(ex, "positions", batch - 1, -1, "positions >= 0"),
+                  with_value(ex, "seq_lens", 0, x["max_model_len"] + 1, "seq_lens <= max_model_len")]
+        bad = table.copy()
+        bad[0, -1] = -1
+        found.append(invalid(ex, "block_table", "block ids >= 0", block_table=bad))
+    return draw(one_invalid(found))
+
+
+def step_table(ex: Example):
+    x = ex.inputs
+    real = np.arange(len(x["positions"])) < x["batch_size"]
+    return rows_table(real=real, position=x["positions"], seq_len=x["seq_lens"], blocks=x["block_table"])

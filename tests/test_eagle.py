@@ -1,0 +1,100 @@
+"""Fixed examples of the `eagle` family: hand-computed outputs (STAGES.md's worked example among them),
+checked on the oracle and then on every backend that runs here."""
+import numpy as np
+import pytest
+
+from specverify import backends
+from specverify.harness import run_oracle, verify
+from specverify.materialize import POISON_A
+from specverify.stage import Buffer, Example, Layout
+from specverify.stages import eagle
+
+i32, i64 = np.int32, np.int64
+
+
+def outputs_everywhere(stage, example: Example) -> dict[str, np.ndarray]:
+    """The oracle's outputs (views, in-place inputs included); every available backend must match them."""
+    for _, backend, device, why in backends.matrix([stage]):
+        if why is None:
+            verify(backends.target(stage, backend, device), example)
+    call, _ = run_oracle(stage, example, POISON_A)
+    return call.output_views()
+
+
+def test_prepare_inputs_worked_example():
+    # STAGES.md: q = [4, 7, 5], rejected = [1, 3, 2] gives [0, 1, 2, 4, 5, 6, 7, 11, 12, 13]
+    ex = Example("valid", inputs={"query_start_loc": np.array([0, 4, 11, 16], i32),
+                                  "seq_lens": np.array([10, 20, 30], i32),
+                                  "num_draft_tokens": np.array([3, 6, 4], i32),
+                                  "num_sampled": np.array([3, 4, 3], i32)},
+                 outputs={"new_query_start_loc": Buffer((4,), "int32"), "token_indices": Buffer((10,), "int32"),
+                          "new_seq_lens": Buffer((3,), "int32")})
+    out = outputs_everywhere(eagle.PREPARE_INPUTS, ex)
+    assert out["token_indices"].tolist() == [0, 1, 2, 4, 5, 6, 7, 11, 12, 13]
+    assert out["new_query_start_loc"].tolist() == [0, 3, 7, 10]
+    assert out["new_seq_lens"].tolist() == [9, 17, 28]
+
+
+def test_next_token_takes_the_last_valid_id_of_a_strided_row():
+    vocab = 100
+    sampled = np.array([[5, -1, 7, vocab], [-1, vocab + 7, -1, -1], [1, 2, 3, 4]], i32)
+    ex = Example("valid", inputs={"sampled_token_ids": sampled, "discard_mask": np.array([False, False, True]),
+                                  "backup_next_token_ids": np.array([40, 41, 42], i32), "vocab_size": vocab},
+                 outputs={"next_token_ids": Buffer((3,), "int32"),
+                          "valid_sampled_tokens_count": Buffer((3,), "int32")},
+                 layouts={"sampled_token_ids": Layout((1, 1), (0, 3))})
+    out = outputs_everywhere(eagle.NEXT_TOKEN_PADDED, ex)
+    assert out["next_token_ids"].tolist() == [7, 41, 42]
+    assert out["valid_sampled_tokens_count"].tolist() == [2, 0, 0]
+
+
+def test_prepare_inputs_padded_leaves_rows_past_num_reqs():
+    ex = Example("valid", inputs={"cu_num_draft_tokens": np.array([2, 2, 5, 99], i32),
+                                  "valid_sampled_tokens_count": np.array([1, 1, 4, -3], i32),
+                                  "query_start_loc": np.array([0, 3, 4, 8, 1], i64), "num_reqs": 3},
+                 outputs={"token_indices_to_sample": Buffer((4,), "int64"),
+                          "num_rejected_tokens": Buffer((4,), "int32")})
+    out = outputs_everywhere(eagle.PREPARE_INPUTS_PADDED, ex)
+    assert out["num_rejected_tokens"][:3].tolist() == [2, 0, 0]
+    assert out["token_indices_to_sample"][:3].tolist() == [0, 3, 7]
+
+
+@pytest.mark.parametrize("shift", [False, True])
+def test_copy_and_expand_parallel_slots(shift):
+    size = 5 + 2 * 2 - (2 if shift else 0)
+    ex = Example("valid", inputs={"target_token_ids": np.array([10, 11, 12, 13, 14], i32),
+                                  "target_positions": np.array([100, 101, 102, 200, 201], i64),
+                                  "next_token_ids": np.array([50, 60], i32),
+                                  "query_start_loc": np.array([0, 3, 5], i32), "query_end_loc": np.array([1, 4], i32),
+                                  "padding_token_id": -1, "parallel_drafting_token_id": 99, "P": 2,
+                                  "shift_input_ids": shift},
+                 outputs={"out_input_ids": Buffer((size,), "int32"), "out_positions": Buffer((size,), "int64"),
+                          "out_is_rejected_token_mask": Buffer((size,), "bool"),
+                          "out_is_masked_token_mask": Buffer((size,), "bool"),
+                          "out_new_token_indices": Buffer((4,), "int32"),
+                          "out_hidden_state_mapping": Buffer((5,), "int32")})
+    out = outputs_everywhere(eagle.COPY_AND_EXPAND_INPUTS, ex)
+    if shift:
+        assert out["out_input_ids"].tolist() == [11, 50, 99, -1, 14, 60, 99]
+        assert out["out_positions"].tolist() == [100, 101, 102, 0, 200, 201, 202]
+        assert out["out_new_token_indices"].tolist() == [1, 2, 5, 6]
+        assert out["out_hidden_state_mapping"].tolist() == [0, 1, 2, 4, 5]
+    else:
+        assert out["out_input_ids"].tolist() == [10, 11, 50, 99, -1, 13, 14, 60, 99]
+        assert out["out_positions"].tolist() == [100, 101, 102, 103, 0, 200, 201, 202, 203]
+        assert out["out_is_rejected_token_mask"].tolist() == [False] * 4 + [True] + [False] * 4
+        assert out["out_is_masked_token_mask"].tolist() == [False] * 3 + [True] + [False] * 4 + [True]
+        assert out["out_new_token_indices"].tolist() == [2, 3, 7, 8]
+
+
+def test_step_slot_mapping_padded_rows_and_the_length_limit():
+    table = np.array([[3, 4], [5, 6], [7, 8]], i32)
+    ex = Example("valid", inputs={"positions": np.array([2, 9, 5], i64), "block_table": table,
+                                  "seq_lens": np.array([3, 10, 6], i32), "block_size": 4, "max_model_len": 10,
+                                  "batch_size": 2, "input_batch_size": 4},
+                 outputs={"clamped_positions": Buffer((3,), "int64"), "slot_mapping": Buffer((4,), "int64")},
+                 layouts={"block_table": Layout((2, 1), (0, 3))})
+    out = outputs_everywhere(eagle.STEP_SLOT_MAPPING, ex)
+    assert out["slot_mapping"].tolist() == [3 * 4 + 3, -1, -1, -1]
+    assert out["clamped_positions"][:2].tolist() == [3, 0]
+    assert out["seq_lens"].tolist() == [4, 1, 6]
