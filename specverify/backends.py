@@ -7,6 +7,8 @@ outside implementation named by import path.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import Any, Callable
 
 from specverify import env
@@ -38,8 +40,11 @@ def unavailable(backend: str, device: str) -> str | None:
 
 
 def load(path: str) -> Callable[..., Any]:
-    """Import "package.module:function" (after the backend environment is prepared)."""
+    """Import "package.module:function" (after the backend environment is prepared). Modules in the
+    current directory are found too, after installed ones, as under `python -m`."""
     env.prepare()
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"implementation {path!r}: expected 'package.module:function'")

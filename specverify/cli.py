@@ -199,7 +199,8 @@ def print_summary(outcomes: list[Outcome]) -> None:
         result = {"passed": "passed", "failed": "[red]FAILED[/red]", "error": "[red]ERROR[/red]",
                   "skipped": f"skipped: {o.headline}"}[o.status]
         tiers = " ".join(f"{t[0]}{n}" for t, n in o.examples.items())
-        table.add_row(o.stage, o.backend, o.device, f"{o.total} ({tiers})" if o.total else "-", result,
+        found = f", failed at {o.found_after}" if o.found_after else ""
+        table.add_row(o.stage, o.backend, o.device, f"{o.total} ({tiers}{found})" if o.total else "-", result,
                       f"{o.seconds:.1f}s")
     console.print(table)
     for o in outcomes:

@@ -73,4 +73,8 @@ def compare_buffer(field: str, expected: np.ndarray, actual: np.ndarray, defined
         where = "[" + ", ".join(str(i // s) for i, s in zip(first, layout.step)) + "]"
     else:
         where = f" storage gap at base [{', '.join(map(str, first))}]"
-    return Difference(field, where, kinds[first], show(expected[first]), show(actual[first]), counts)
+    def shown(value) -> str:
+        untouched = np.asarray(value).tobytes() == np.asarray(poison[first]).tobytes()
+        return f"untouched ({show(value)})" if untouched else show(value)
+
+    return Difference(field, where, kinds[first], shown(expected[first]), shown(actual[first]), counts)

@@ -12,12 +12,14 @@ from specverify.runner import Outcome
 
 def outcome_to_json(o: Outcome) -> dict:
     return {"stage": o.stage, "backend": o.backend, "device": o.device, "status": o.status,
-            "examples": dict(o.examples), "seconds": round(o.seconds, 3), "headline": o.headline,
+            "examples": dict(o.examples), "found_after": o.found_after, "seconds": round(o.seconds, 3),
+            "headline": o.headline,
             "report": o.report, "case": str(o.case) if o.case else None, "coverage": dict(o.coverage)}
 
 
 def outcome_from_json(d: dict) -> Outcome:
     return Outcome(d["stage"], d["backend"], d["device"], status=d["status"], examples=Counter(d["examples"]),
+                   found_after=d["found_after"],
                    seconds=d["seconds"], report=d["report"], headline=d["headline"],
                    case=Path(d["case"]) if d["case"] else None, coverage=Counter(d["coverage"]))
 

@@ -30,6 +30,7 @@ class Outcome:
     status: str = "passed"                 # "passed", "failed" or "error" (the search itself broke)
     examples: Counter = field(default_factory=Counter)   # calls per tier, shrinking included
     seconds: float = 0.0
+    found_after: int | None = None          # examples drawn until the first failure (before shrinking)
     report: str = ""                        # the full failure report
     headline: str = ""                      # its first line
     case: Path | None = None
@@ -97,6 +98,8 @@ def search(target, tier, strategy, profile, examples, run_seed, cases_dir, outco
         try:
             verify(target, example)
         except (Failure, OracleError):
+            if outcome.found_after is None:
+                outcome.found_after = outcome.total
             failing.append(example)
             raise
 
