@@ -5,7 +5,9 @@ arguments written in place) and refuses invalid input with an error naming the f
 """
 from __future__ import annotations
 
-from specverify.oracles.checks import (need_at_least, need_at_most, need_dtype, need_inclusive_offsets,
+import numpy as np
+
+from specverify.oracles.checks import (dtype_name, need_at_least, need_at_most, need_dtype, need_inclusive_offsets,
                                        need_int, need_ndim, need_shape)
 
 PLACEHOLDER = -1
@@ -67,14 +69,314 @@ def greedy(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_toke
     for r in range(batch):
         if is_greedy is not None and not is_greedy[r]:
             continue
-        start = 0 if r == 0 else int(cu_num_draft_tokens[r - 1])
-        count = int(cu_num_draft_tokens[r]) - start
-        all_accepted = True
-        for pos in range(count):
-            t = start + pos
-            output_token_ids[r, pos] = target_argmax[t]
-            if draft_token_ids[t] != target_argmax[t]:
-                all_accepted = False
-                break
-        if all_accepted:
-            output_token_ids[r, count] = bonus_token_ids[r]
+        start, end = span(cu_num_draft_tokens, r)
+        drafts, argmax = draft_token_ids[start:end], target_argmax[start:end]
+        emit_row(output_token_ids[r], drafts, argmax, lambda pos: drafts[pos] == argmax[pos], bonus_token_ids[r])
+
+
+def span(cu_num_draft_tokens, r) -> tuple[int, int]:
+    """[start, end) of request r's tokens, from inclusive offsets."""
+    return (0 if r == 0 else int(cu_num_draft_tokens[r - 1])), int(cu_num_draft_tokens[r])
+
+
+def emit_row(out_row, drafts, alternatives, accept, bonus) -> int:
+    """Verify one request's drafts in order: an accepted draft is emitted; the first rejected one is
+    replaced by its alternative and ends the row; a row with nothing rejected ends with its bonus.
+    Returns the number of tokens emitted (>= 1)."""
+    for pos in range(len(drafts)):
+        if accept(pos):
+            out_row[pos] = drafts[pos]
+        else:
+            out_row[pos] = alternatives[pos]
+            return pos + 1
+    out_row[len(drafts)] = bonus
+    return len(drafts) + 1
+
+def check_tables(target_probs, draft_probs, lead: tuple[int, ...]) -> int:
+    """float32 [*lead, V] target probabilities (V >= 1) and, when given, draft probabilities of the same
+    shape; returns V."""
+    for name, probs in (("target_probs", target_probs), ("draft_probs", draft_probs)):
+        if probs is None and name == "draft_probs":
+            continue
+        need_dtype(name, probs, "float32")
+        need_ndim(name, probs, len(lead) + 1)
+        if tuple(probs.shape[:-1]) != lead or probs.shape[-1] < 1 or probs.shape != target_probs.shape:
+            raise ValueError(f"{name}: shape must be [{', '.join(map(str, lead))}, V >= 1] (as target_probs), "
+                             f"got {list(probs.shape)}")
+    return int(target_probs.shape[-1])
+
+
+def check_uniforms(uniform_probs, lead: tuple[int, ...]) -> None:
+    need_dtype("uniform_probs", uniform_probs, "float64")
+    need_shape("uniform_probs", uniform_probs, lead)
+
+
+def check_inv_q(inv_q, batch, vocab) -> None:
+    need_dtype("inv_q", inv_q, "float32")
+    need_shape("inv_q", inv_q, (batch, vocab))
+
+
+def check_recovered(cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q,
+                    recovered_token_ids, values=True) -> tuple[int, int]:
+    """Returns (B, V)."""
+    need_dtype("draft_token_ids", draft_token_ids, "int32")
+    need_ndim("draft_token_ids", draft_token_ids, 1)
+    need_dtype("cu_num_draft_tokens", cu_num_draft_tokens, "int32")
+    need_ndim("cu_num_draft_tokens", cu_num_draft_tokens, 1)
+    tokens, batch = len(draft_token_ids), len(cu_num_draft_tokens)
+    vocab = check_tables(target_probs, draft_probs, (tokens,))
+    check_inv_q(inv_q, batch, vocab)
+    need_dtype("recovered_token_ids", recovered_token_ids, "int32")
+    need_shape("recovered_token_ids", recovered_token_ids, (tokens,))
+    if values:
+        need_inclusive_offsets("cu_num_draft_tokens", cu_num_draft_tokens, tokens)
+        need_at_least("draft_token_ids", draft_token_ids, PLACEHOLDER)
+    return batch, vocab
+
+
+def first_max(scores) -> int:
+    """The lowest index attaining the maximum of a float row; NaN never wins; 0 when every score is NaN."""
+    numbers = scores[~np.isnan(scores)]
+    return int(np.flatnonzero(scores == numbers.max())[0]) if len(numbers) else 0
+
+
+def residual(target_row, draft_row, draft):
+    """The recovery distribution (unnormalized) of one position: max(p - q, 0) with draft probs (NaN
+    stays NaN), else p with the draft's own id zeroed (an out-of-vocabulary draft zeroes nothing)."""
+    if draft_row is not None:
+        diff = target_row - draft_row
+        return np.where(diff < 0, np.float32(0), diff)
+    prob = target_row.copy()
+    if 0 <= draft < len(prob):
+        prob[draft] = 0
+    return prob
+
+
+def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids):
+    """Recovered tokens: per draft token t of request r, the lowest index maximizing the f32 score
+    `residual[v] * inv_q[r, v]` (see `residual`, `first_max`). Always in [0, V)."""
+    batch, _ = check_recovered(cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q,
+                               recovered_token_ids)
+    for r in range(batch):
+        start, end = span(cu_num_draft_tokens, r)
+        for t in range(start, end):
+            recovered_token_ids[t] = recover(target_probs[t], None if draft_probs is None else draft_probs[t],
+                                             int(draft_token_ids[t]), inv_q[r])
+
+
+def recover(target_row, draft_row, draft, inv_q_row) -> int:
+    """The recovered token of one position: first_max of the f32 scores residual * inv_q."""
+    with np.errstate(all="ignore"):
+        score = residual(target_row, draft_row, draft) * inv_q_row   # f32 * f32: one rounding
+    return first_max(score)
+
+
+def check_random(draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs,
+                 target_probs, recovered_token_ids, uniform_probs, is_greedy, output_token_ids,
+                 values=True) -> tuple[int, int]:
+    """Returns (B, V)."""
+    if is_greedy is None:
+        need_dtype("is_greedy", is_greedy, "bool")
+    batch = check_batch(draft_token_ids, cu_num_draft_tokens, max_spec_len, output_token_ids, is_greedy,
+                        bonus_token_ids, values)
+    tokens = len(draft_token_ids)
+    vocab = check_tables(target_probs, draft_probs, (tokens,))
+    need_dtype("recovered_token_ids", recovered_token_ids, "int32")
+    need_shape("recovered_token_ids", recovered_token_ids, (tokens,))
+    check_uniforms(uniform_probs, (tokens,))
+    if values:
+        need_at_least("recovered_token_ids", recovered_token_ids, 0)
+        need_at_most("recovered_token_ids", recovered_token_ids, vocab - 1, "ids < V")
+    return batch, vocab
+
+
+def accepts(draft, target_row, draft_row, u) -> bool:
+    """The acceptance test of one draft: q > 0 and f64(f32(p / q)) >= u; a placeholder or an
+    out-of-vocabulary draft is rejected (its probabilities are never read)."""
+    if draft < 0 or draft >= len(target_row):
+        return False
+    q = np.float32(1) if draft_row is None else draft_row[draft]
+    if not q > 0:
+        return False
+    with np.errstate(all="ignore"):
+        ratio = np.float32(target_row[draft]) / np.float32(q)   # IEEE f32 division, round to nearest
+    return float(ratio) >= float(u)
+
+
+def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,
+           recovered_token_ids, uniform_probs, is_greedy, output_token_ids):
+    """Random (rejection-sampling) verification of the rows that are not greedy: emit each accepted
+    draft (see `accepts`), the recovered token in place of the first rejected one and stop there; a row
+    that accepts every draft also emits its bonus. Greedy rows and unemitted slots are left untouched."""
+    batch, _ = check_random(draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs,
+                            target_probs, recovered_token_ids, uniform_probs, is_greedy, output_token_ids)
+    for r in range(batch):
+        if is_greedy[r]:
+            continue
+        start, end = span(cu_num_draft_tokens, r)
+        drafts = draft_token_ids[start:end]
+        emit_row(output_token_ids[r], drafts, recovered_token_ids[start:end],
+                 lambda pos: accepts(int(drafts[pos]), target_probs[start + pos],
+                                     None if draft_probs is None else draft_probs[start + pos],
+                                     uniform_probs[start + pos]),
+                 bonus_token_ids[r])
+
+
+def check_sample(draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs, bonus_token_ids,
+                 is_greedy, uniform_probs, inv_q, output_token_ids, values=True) -> tuple[int, int]:
+    """Returns (B, V). The noise inputs are required exactly when some row may be random."""
+    batch = check_batch(draft_token_ids, cu_num_draft_tokens, max_spec_len, output_token_ids, is_greedy,
+                        bonus_token_ids, values)
+    tokens = len(draft_token_ids)
+    vocab = check_tables(target_probs, draft_probs, (tokens,))
+    if is_greedy is not None:
+        check_uniforms(uniform_probs, (tokens,))
+        check_inv_q(inv_q, batch, vocab)
+    return batch, vocab
+
+
+def sample(*, draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs, bonus_token_ids,
+           is_greedy, uniform_probs, inv_q, output_token_ids):
+    """The whole verification step: the output is reset to -1, greedy rows (every row when `is_greedy` is
+    None) run `greedy` against the lowest-index argmax of target_probs, the others `recovered` then
+    `random`. With `is_greedy` None the noise inputs are not read."""
+    check_sample(draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs, bonus_token_ids,
+                 is_greedy, uniform_probs, inv_q, output_token_ids)
+    output_token_ids[...] = PLACEHOLDER
+    argmax = np.array([first_max(row) for row in target_probs], np.int64)
+    greedy(draft_token_ids=draft_token_ids, target_argmax=argmax, bonus_token_ids=bonus_token_ids,
+           cu_num_draft_tokens=cu_num_draft_tokens, is_greedy=is_greedy, max_spec_len=max_spec_len,
+           output_token_ids=output_token_ids)
+    if is_greedy is None:
+        return
+    recovered_ids = np.zeros(len(draft_token_ids), np.int32)
+    recovered(cu_num_draft_tokens=cu_num_draft_tokens, draft_token_ids=draft_token_ids, draft_probs=draft_probs,
+              target_probs=target_probs, inv_q=inv_q, recovered_token_ids=recovered_ids)
+    random(draft_token_ids=draft_token_ids, bonus_token_ids=bonus_token_ids,
+           cu_num_draft_tokens=cu_num_draft_tokens, max_spec_len=max_spec_len, draft_probs=draft_probs,
+           target_probs=target_probs, recovered_token_ids=recovered_ids, uniform_probs=uniform_probs,
+           is_greedy=is_greedy, output_token_ids=output_token_ids)
+
+
+def check_padded(draft_token_ids, bonus_token_ids, is_greedy, output_token_ids, num_rejected_tokens,
+                 last_token_ids, values=True) -> tuple[int, int]:
+    """Checks shared by the padded-layout stages; returns (B, K)."""
+    need_dtype("draft_token_ids", draft_token_ids, "int64")
+    need_ndim("draft_token_ids", draft_token_ids, 2)
+    batch, k = (int(n) for n in draft_token_ids.shape)
+    need_dtype("bonus_token_ids", bonus_token_ids, "int64")
+    need_shape("bonus_token_ids", bonus_token_ids, (batch,))
+    if is_greedy is not None:
+        need_dtype("is_greedy", is_greedy, "bool")
+        need_shape("is_greedy", is_greedy, (batch,))
+    for name, out, shape in (("output_token_ids", output_token_ids, (batch, k + 1)),
+                             ("num_rejected_tokens", num_rejected_tokens, (batch,)),
+                             ("last_token_ids", last_token_ids, (batch,))):
+        need_dtype(name, out, "int64")
+        need_shape(name, out, shape)
+    if values:
+        need_at_least("draft_token_ids", draft_token_ids, PLACEHOLDER)
+        need_at_least("bonus_token_ids", bonus_token_ids, PLACEHOLDER)
+    return batch, k
+
+
+def finish_padded_row(b, emitted, output_token_ids, num_rejected_tokens, last_token_ids) -> None:
+    """-1 after the emitted prefix of row b, and the row's counts."""
+    output_token_ids[b, emitted:] = PLACEHOLDER
+    num_rejected_tokens[b] = output_token_ids.shape[1] - emitted
+    last_token_ids[b] = output_token_ids[b, emitted - 1]
+
+
+def check_greedy_padded(draft_token_ids, target_argmax, bonus_token_ids, is_greedy, output_token_ids,
+                        num_rejected_tokens, last_token_ids, values=True) -> tuple[int, int]:
+    batch, k = check_padded(draft_token_ids, bonus_token_ids, is_greedy, output_token_ids, num_rejected_tokens,
+                            last_token_ids, values)
+    need_dtype("target_argmax", target_argmax, "int64")
+    need_shape("target_argmax", target_argmax, (batch, k))
+    if values:
+        need_at_least("target_argmax", target_argmax, 0)
+    return batch, k
+
+
+def greedy_padded(*, draft_token_ids, target_argmax, bonus_token_ids, is_greedy, output_token_ids,
+                  num_rejected_tokens, last_token_ids):
+    """`greedy` on the padded layout (every request has K drafts); each greedy row (every row when
+    `is_greedy` is None) is written in full: its emitted prefix, -1 to the end, the number of slots not
+    emitted (K + 1 - emitted) and its last emitted token. Other rows are left untouched."""
+    batch, _ = check_greedy_padded(draft_token_ids, target_argmax, bonus_token_ids, is_greedy, output_token_ids,
+                                   num_rejected_tokens, last_token_ids)
+    for b in range(batch):
+        if is_greedy is not None and not is_greedy[b]:
+            continue
+        drafts, argmax = draft_token_ids[b], target_argmax[b]
+        emitted = emit_row(output_token_ids[b], drafts, argmax, lambda pos: drafts[pos] == argmax[pos],
+                           bonus_token_ids[b])
+        finish_padded_row(b, emitted, output_token_ids, num_rejected_tokens, last_token_ids)
+
+
+def check_sample_padded(draft_token_ids, draft_probs, target_probs, bonus_token_ids, is_greedy, uniform_probs,
+                        inv_q, output_token_ids, num_rejected_tokens, last_token_ids, values=True):
+    """Returns (B, K). The noise inputs are required exactly when `is_greedy` is given."""
+    batch, k = check_padded(draft_token_ids, bonus_token_ids, is_greedy, output_token_ids, num_rejected_tokens,
+                            last_token_ids, values)
+    vocab = check_tables(target_probs, draft_probs, (batch, k))
+    if is_greedy is not None:
+        check_uniforms(uniform_probs, (batch, k))
+        check_inv_q(inv_q, batch, vocab)
+    return batch, k
+
+
+def sample_padded(*, draft_token_ids, draft_probs, target_probs, bonus_token_ids, is_greedy, uniform_probs,
+                  inv_q, output_token_ids, num_rejected_tokens, last_token_ids):
+    """`sample` on the padded layout, every row written as in `greedy_padded`: greedy rows (every row
+    when `is_greedy` is None; then the noise is not read) verify against the lowest-index argmax of
+    target_probs, the others by `accepts` with `recover` as the replacement."""
+    batch, k = check_sample_padded(draft_token_ids, draft_probs, target_probs, bonus_token_ids, is_greedy,
+                                   uniform_probs, inv_q, output_token_ids, num_rejected_tokens, last_token_ids)
+    for b in range(batch):
+        drafts = draft_token_ids[b]
+        dp = [None] * k if draft_probs is None else draft_probs[b]
+        if is_greedy is None or is_greedy[b]:
+            alternatives = [first_max(target_probs[b, pos]) for pos in range(k)]
+            emitted = emit_row(output_token_ids[b], drafts, alternatives,
+                               lambda pos: drafts[pos] == alternatives[pos], bonus_token_ids[b])
+        else:
+            alternatives = [recover(target_probs[b, pos], dp[pos], int(drafts[pos]), inv_q[b]) for pos in range(k)]
+            emitted = emit_row(output_token_ids[b], drafts, alternatives,
+                               lambda pos: accepts(int(drafts[pos]), target_probs[b, pos], dp[pos],
+                                                   uniform_probs[b, pos]),
+                               bonus_token_ids[b])
+        finish_padded_row(b, emitted, output_token_ids, num_rejected_tokens, last_token_ids)
+
+
+def expand(*, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded):
+    """Broadcast each request's value to its tokens: expanded[start(r):cu[r]] = x[r], or replace_to where
+    x[r] == replace_from (compared after converting replace_from to x's dtype). No cap on tokens per request."""
+    value_from, value_to = check_expand(x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded)
+    for r in range(len(x)):
+        start, end = span(cu_num_tokens, r)
+        for t in range(start, end):
+            expanded[t] = value_to if x[r] == value_from else x[r]
+
+
+def check_expand(x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded, values=True):
+    """Returns replace_from and replace_to as scalars of x's dtype (exactly representable when x is
+    an integer array; rounded to nearest for float32)."""
+    need_dtype("x", x, "float32", "int32", "int64")
+    need_ndim("x", x, 1)
+    need_dtype("cu_num_tokens", cu_num_tokens, "int32")
+    need_shape("cu_num_tokens", cu_num_tokens, tuple(x.shape))
+    need_int("num_tokens", num_tokens)
+    need_dtype("expanded", expanded, dtype_name(x))
+    need_shape("expanded", expanded, (num_tokens,))
+    if values:
+        need_inclusive_offsets("cu_num_tokens", cu_num_tokens, num_tokens)
+    kind = np.dtype(dtype_name(x))
+    scalars = []
+    for name, v in (("replace_from", replace_from), ("replace_to", replace_to)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"{name}: must be a Python int or float, got {type(v).__name__}")
+        if kind.kind == "i" and not (isinstance(v, int) and np.iinfo(kind).min <= v <= np.iinfo(kind).max):
+            raise ValueError(f"{name}: must be an int that fits {kind}, got {v!r}")
+        scalars.append(kind.type(v))
+    return scalars

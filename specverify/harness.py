@@ -204,6 +204,7 @@ def inputs_table(stage: Stage, example: Example, width: int = 110) -> str:
     """The semantic inputs as a small table (the stage's row view, or one line per field)."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     if stage.rows is not None:
         headers, rows = stage.rows(example)
@@ -213,7 +214,7 @@ def inputs_table(stage: Stage, example: Example, width: int = 110) -> str:
     table = Table(*headers, box=None, pad_edge=False, show_edge=False)
     limit = 12
     for row in rows[:limit]:
-        table.add_row(*[str(x) for x in row])
+        table.add_row(*[Text(str(x)) for x in row])   # Text: "[0.5]" is a value, not rich markup
     out = io.StringIO()
     Console(file=out, width=width, color_system=None, soft_wrap=False).print(table)
     more = f"  ... {len(rows) - limit} more rows\n" if len(rows) > limit else ""

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.rejection import masked_store
+from specverify.kernels.torch.layout import masked_store
 from specverify.oracles import eagle as oracle
 
 
@@ -87,7 +87,7 @@ def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids
     ids = torch.where(rejected, padding_token_id, ids)
     masked_store(out_input_ids, live, ids)
     masked_store(out_positions, live, torch.where(rejected, 0, target_positions.long()[qs[r]] + j))
-    # bool buffers as bytes: CUDA's masked_scatter_ rewrites unmasked bools in canonical form
+    # bool buffers as bytes (see masked_store)
     masked_store(out_is_rejected_token_mask.view(torch.uint8), live, rejected)
     masked_store(out_is_masked_token_mask.view(torch.uint8), live, masked)
     new = out_starts[:-1, None] + kept[:, None] + torch.arange(P, device=device)

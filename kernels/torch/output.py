@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.rejection import token_layout
+from specverify.kernels.torch.layout import token_layout
 from specverify.oracles.output import check_spec_metadata
 
 

@@ -1,4 +1,12 @@
-"""Triton kernels of the `rejection` family: one launch per call."""
+"""Triton kernels of the `rejection` family.
+
+Two kernels serve every verification stage, in the flattened layout (`cu_num_draft_tokens`) and the
+padded one ([B, K], any strides): `pick_kernel` (one program per draft token: the lowest-index maximum
+of a score row, swept in vocabulary tiles) and `verify_kernel` (one program per request: accept or
+reject its drafts in order and write its row). A stage is one launch; the composites `sample` and
+`sample_padded` are two (pick, then verify). Division is `div_rn` (Triton's `/` on f32 lowers to an
+approximate division on NVIDIA GPUs).
+"""
 from __future__ import annotations
 
 import torch
@@ -6,7 +14,15 @@ import triton
 import triton.language as tl
 
 from specverify.kernels.checks import reads_values
-from specverify.oracles.rejection import check_greedy
+from specverify.oracles.rejection import (check_expand, check_greedy, check_greedy_padded, check_random,
+                                          check_recovered, check_sample, check_sample_padded)
+
+# pick_kernel's MODE: what a token's score row is; verify_kernel's MODE: how drafts are accepted (or BY_ROW)
+ARGMAX, RECOVER, BY_ROW = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
+GREEDY, RANDOM = tl.constexpr(0), tl.constexpr(1)
+# verify_kernel's ROWS: which rows it writes
+ALL_ROWS, GREEDY_ROWS, RANDOM_ROWS = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
+BLOCK_V = 2048
 
 
 @triton.jit
@@ -18,34 +34,275 @@ def request_span(cu_ptr, r):
 
 
 @triton.jit
-def greedy_kernel(out_ptr, out_row_stride, draft_ptr, argmax_ptr, bonus_ptr, cu_ptr, is_greedy_ptr,
-                  ALL_GREEDY: tl.constexpr, BLOCK: tl.constexpr):
-    r = tl.program_id(0)
-    start, end = request_span(cu_ptr, r)
-    count = end - start
+def request_of(cu_ptr, t, batch, BLOCK_B: tl.constexpr):
+    """The request owning flattened token t: the number of requests that end at or before it."""
+    r = 0
+    for s in range(0, batch, BLOCK_B):
+        offs = s + tl.arange(0, BLOCK_B)
+        ends = tl.load(cu_ptr + offs, mask=offs < batch, other=2147483647)
+        r += tl.sum((ends <= t).to(tl.int32), axis=0)
+    return r
+
+
+@triton.jit
+def row_is_greedy(is_greedy_ptr, is_greedy_stride, r, HAS_MASK: tl.constexpr):
+    if HAS_MASK:
+        return tl.load(is_greedy_ptr + r * is_greedy_stride) != 0
+    return r >= 0
+
+
+@triton.jit
+def pick_kernel(out_ptr, target_ptr, t_row, t_pos, t_v, draft_probs_ptr, dp_row, dp_pos, dp_v,
+                draft_ptr, d_row, d_pos, inv_q_ptr, q_row, q_v, cu_ptr, is_greedy_ptr, g_stride,
+                batch, k, vocab, MODE: tl.constexpr, FLAT: tl.constexpr, HAS_DRAFT_PROBS: tl.constexpr,
+                HAS_MASK: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK: tl.constexpr):
+    """out[t] = first maximum of token t's scores: target_probs (ARGMAX), residual * inv_q (RECOVER), or
+    by its row's is_greedy (BY_ROW). NaN never wins; +inf does; no winner gives 0. Token t is (0, t)
+    in a flattened batch, (t // k, t % k) in a padded one."""
+    t = tl.program_id(0).to(tl.int64)
+    if FLAT:
+        row, pos = 0, t
+        r = request_of(cu_ptr, t, batch, BLOCK_B)
+    else:
+        row, pos = t // k, t % k
+        r = row
+    recover = row_is_greedy(is_greedy_ptr, g_stride, r, HAS_MASK) == 0
+    draft = tl.load(draft_ptr + row * d_row + pos * d_pos).to(tl.int64)
+    best = -float("inf")
+    best_index = vocab
+    for start in range(0, vocab, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        live = offs < vocab
+        score = tl.load(target_ptr + row * t_row + pos * t_pos + offs * t_v, mask=live, other=0.0)
+        if MODE != ARGMAX:
+            if HAS_DRAFT_PROBS:
+                q = tl.load(draft_probs_ptr + row * dp_row + pos * dp_pos + offs * dp_v, mask=live, other=0.0)
+                diff = score - q
+                prob = tl.where(diff < 0, 0.0, diff)
+            else:
+                prob = tl.where(offs == draft, 0.0, score)
+            noise = tl.load(inv_q_ptr + r * q_row + offs * q_v, mask=live, other=0.0)
+            if MODE == RECOVER:
+                score = prob * noise
+            else:
+                score = tl.where(recover, prob * noise, score)
+        score = tl.where(live, score, float("nan"))
+        top = tl.max(tl.where(score == score, score, -float("inf")), axis=0)
+        top_index = tl.min(tl.where(score == top, offs, vocab), axis=0)
+        take = (top > best) | ((top == best) & (top_index < best_index))
+        best = tl.where(take, top, best)
+        best_index = tl.where(take, top_index, best_index)
+    tl.store(out_ptr + t, tl.where(best_index == vocab, 0, best_index).to(out_ptr.dtype.element_ty))
+
+
+@triton.jit
+def verify_kernel(out_ptr, o_row, o_col, rejected_ptr, rejected_stride, last_ptr, last_stride,
+                  draft_ptr, d_row, d_pos, alt_ptr, a_row, a_pos, bonus_ptr, bonus_stride,
+                  target_ptr, t_row, t_pos, t_v, draft_probs_ptr, dp_row, dp_pos, dp_v, u_ptr, u_row, u_pos,
+                  cu_ptr, is_greedy_ptr, g_stride, k, vocab, columns,
+                  MODE: tl.constexpr, ROWS: tl.constexpr, FLAT: tl.constexpr, FILL: tl.constexpr,
+                  PADDED: tl.constexpr, HAS_DRAFT_PROBS: tl.constexpr, HAS_MASK: tl.constexpr,
+                  BLOCK: tl.constexpr):
+    """Verify request r's drafts in order: accept while the draft equals its alternative (GREEDY) or
+    passes q > 0 and f64(f32(p / q)) >= u (RANDOM); emit accepted drafts, the alternative at the first
+    reject, the bonus after none. Writes the emitted prefix of the selected rows, the rest of the row as
+    -1 (FILL), and the padded counts (PADDED). Flattened tokens: (0, start + pos); padded: (r, pos)."""
+    r = tl.program_id(0).to(tl.int64)
+    if FLAT:
+        start, end = request_span(cu_ptr, r)
+        row, first_pos, count = 0, start.to(tl.int64), end - start
+    else:
+        row, first_pos, count = r, 0, k
     offs = tl.arange(0, BLOCK)
     live = offs < count
-    draft = tl.load(draft_ptr + start + offs, mask=live, other=0).to(tl.int64)
-    argmax = tl.load(argmax_ptr + start + offs, mask=live, other=0)
-    # the last position the row emits: its first rejected draft (BLOCK: none), -1 for a non-greedy row
-    last = tl.min(tl.where(live & (draft != argmax), offs, BLOCK), axis=0)
-    if not ALL_GREEDY:
-        last = tl.where(tl.load(is_greedy_ptr + r) != 0, last, -1)
-    row = out_ptr + r.to(tl.int64) * out_row_stride
-    tl.store(row + offs, argmax.to(tl.int32), mask=live & (offs <= last))
-    bonus = tl.load(bonus_ptr + r)
-    tl.store(row + count, bonus.to(tl.int32), mask=last == BLOCK)
+    pos = first_pos + offs
+    draft = tl.load(draft_ptr + row * d_row + pos * d_pos, mask=live, other=-1).to(tl.int64)
+    alt = tl.load(alt_ptr + row * a_row + pos * a_pos, mask=live, other=0).to(tl.int64)
+    greedy_row = row_is_greedy(is_greedy_ptr, g_stride, r, HAS_MASK)
+    accept = draft == alt
+    if MODE != GREEDY:
+        valid = live & (draft >= 0) & (draft < vocab)
+        safe = tl.where(valid, draft, 0)
+        p = tl.load(target_ptr + row * t_row + pos * t_pos + safe * t_v, mask=valid, other=0.0)
+        if HAS_DRAFT_PROBS:
+            q = tl.load(draft_probs_ptr + row * dp_row + pos * dp_pos + safe * dp_v, mask=valid, other=0.0)
+        else:
+            q = tl.full([BLOCK], 1.0, tl.float32)
+        ratio = tl.math.div_rn(p, tl.where(q > 0, q, 1.0))
+        u = tl.load(u_ptr + row * u_row + pos * u_pos, mask=live, other=2.0)
+        random_accept = valid & (q > 0) & (ratio.to(tl.float64) >= u)
+        if MODE == RANDOM:
+            accept = random_accept
+        else:
+            accept = tl.where(greedy_row, accept, random_accept)
+    first = tl.min(tl.where(live & (accept == 0), offs, BLOCK), axis=0)
+    emitted = tl.where(first == BLOCK, count + 1, first + 1)
+    bonus = tl.load(bonus_ptr + r * bonus_stride)
+    values = tl.where(offs < count, tl.where(accept, draft, alt), bonus)
+    if ROWS == GREEDY_ROWS:
+        write = greedy_row
+    elif ROWS == RANDOM_ROWS:
+        write = greedy_row == 0
+    else:
+        write = r >= 0
+    out_row = out_ptr + r * o_row + offs * o_col
+    if FILL:
+        tl.store(out_row, tl.where(offs < emitted, values, -1).to(out_ptr.dtype.element_ty),
+                 mask=offs < tl.where(write, columns, 0))
+    else:
+        tl.store(out_row, values.to(out_ptr.dtype.element_ty), mask=offs < tl.where(write, emitted, 0))
+    if PADDED:
+        last = tl.sum(tl.where(offs == emitted - 1, values, 0), axis=0)
+        tl.store(rejected_ptr + r * rejected_stride, (columns - emitted).to(tl.int64), mask=write)
+        tl.store(last_ptr + r * last_stride, last, mask=write)
+
+
+@triton.jit
+def expand_kernel(out_ptr, x_ptr, cu_ptr, replace_from, replace_to, BLOCK: tl.constexpr):
+    """expanded[start(r):end(r)] = x[r], or replace_to where x[r] == replace_from; no cap per request."""
+    r = tl.program_id(0)
+    start, end = request_span(cu_ptr, r)
+    x = tl.load(x_ptr + r)
+    value = tl.where(x == replace_from, replace_to, x)
+    for s in range(start, end, BLOCK):
+        offs = s + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.broadcast_to(value.to(out_ptr.dtype.element_ty), [BLOCK]), mask=offs < end)
+
+
+def mask_args(is_greedy, fallback):
+    """(pointer, stride) of is_greedy as bytes; a dummy pointer when it is None."""
+    if is_greedy is None:
+        return fallback, 0
+    return is_greedy.view(torch.uint8), is_greedy.stride(0)
+
+
+def table_args(probs, flat: bool):
+    """(row, position, vocab) strides of a [T, V] (flat: tokens are positions of row 0) or [B, K, V]
+    table; zeros for None."""
+    if probs is None:
+        return 0, 0, 0
+    return (0, *probs.stride()) if flat else tuple(probs.stride())
+
+
+def ids_args(ids, flat: bool):
+    """(row, position) strides of [T] (flat: tokens addressed as positions of row 0) or [B, K] ids."""
+    return (0, ids.stride(0)) if flat else tuple(ids.stride())
+
+
+def pick(out, target, draft_probs, drafts, inv_q, cu, is_greedy, mode, flat: bool):
+    """Launch pick_kernel over every draft token (see there)."""
+    tokens = out.numel()
+    if tokens == 0:
+        return
+    batch, k = (len(cu), 1) if flat else tuple(drafts.shape)
+    vocab = target.shape[-1]
+    t_row, t_pos, t_v = table_args(target, flat)
+    dp_row, dp_pos, dp_v = table_args(draft_probs, flat)
+    d_row, d_pos = ids_args(drafts, flat)
+    q_row, q_v = inv_q.stride() if inv_q is not None else (0, 0)
+    mask, g_stride = mask_args(is_greedy, drafts)
+    pick_kernel[(tokens,)](
+        out, target, t_row, t_pos, t_v, target if draft_probs is None else draft_probs, dp_row, dp_pos, dp_v,
+        drafts, d_row, d_pos, target if inv_q is None else inv_q, q_row, q_v, drafts if cu is None else cu,
+        mask, g_stride, batch, k, vocab, MODE=mode.value, FLAT=flat, HAS_DRAFT_PROBS=draft_probs is not None,
+        HAS_MASK=is_greedy is not None, BLOCK_B=1024, BLOCK=min(BLOCK_V, triton.next_power_of_2(vocab)))
+
+
+def verify(out, drafts, alternatives, bonus, is_greedy, mode, rows, *, cu=None, target=None, draft_probs=None,
+           uniform=None, fill=False, rejected=None, last=None):
+    """Launch verify_kernel over every request (see there); flattened when `cu` is given."""
+    flat = cu is not None
+    batch = len(cu) if flat else drafts.shape[0]
+    if batch == 0:
+        return
+    columns = out.shape[1]
+    k = 0 if flat else drafts.shape[1]
+    t_row, t_pos, t_v = table_args(target, flat)
+    dp_row, dp_pos, dp_v = table_args(draft_probs, flat)
+    u_row, u_pos = ids_args(uniform, flat) if uniform is not None else (0, 0)
+    mask, g_stride = mask_args(is_greedy, drafts)
+    padded = rejected is not None
+    verify_kernel[(batch,)](
+        out, out.stride(0), out.stride(1), rejected if padded else out, rejected.stride(0) if padded else 0,
+        last if padded else out, last.stride(0) if padded else 0,
+        drafts, *ids_args(drafts, flat), alternatives, *ids_args(alternatives, flat), bonus, bonus.stride(0),
+        drafts if target is None else target, t_row, t_pos, t_v,
+        drafts if draft_probs is None else draft_probs, dp_row, dp_pos, dp_v,
+        drafts if uniform is None else uniform, u_row, u_pos, drafts if cu is None else cu, mask, g_stride,
+        k, 1 if target is None else target.shape[-1], columns,
+        MODE=mode.value, ROWS=rows.value, FLAT=flat, FILL=fill, PADDED=padded, HAS_DRAFT_PROBS=draft_probs is not None,
+        HAS_MASK=is_greedy is not None, BLOCK=triton.next_power_of_2(columns))
 
 
 def greedy(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
            max_spec_len, output_token_ids):
-    """See `specverify.oracles.rejection.greedy`. One program per request."""
-    batch = check_greedy(draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
-                         max_spec_len, output_token_ids, values=reads_values(cu_num_draft_tokens))
-    if batch == 0:
+    """See `specverify.oracles.rejection.greedy`. One launch."""
+    check_greedy(draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
+                 max_spec_len, output_token_ids, values=reads_values(cu_num_draft_tokens))
+    verify(output_token_ids, draft_token_ids, target_argmax, bonus_token_ids, is_greedy, GREEDY, GREEDY_ROWS,
+           cu=cu_num_draft_tokens)
+
+
+def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,
+           recovered_token_ids, uniform_probs, is_greedy, output_token_ids):
+    """See `specverify.oracles.rejection.random`. One launch."""
+    check_random(draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,
+                 recovered_token_ids, uniform_probs, is_greedy, output_token_ids,
+                 values=reads_values(cu_num_draft_tokens))
+    verify(output_token_ids, draft_token_ids, recovered_token_ids, bonus_token_ids, is_greedy, RANDOM, RANDOM_ROWS,
+           cu=cu_num_draft_tokens, target=target_probs, draft_probs=draft_probs, uniform=uniform_probs)
+
+
+def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids):
+    """See `specverify.oracles.rejection.recovered`. One launch."""
+    check_recovered(cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids,
+                    values=reads_values(cu_num_draft_tokens))
+    pick(recovered_token_ids, target_probs, draft_probs, draft_token_ids, inv_q, cu_num_draft_tokens, None,
+         RECOVER, flat=True)
+
+
+def sample(*, draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs, bonus_token_ids,
+           is_greedy, uniform_probs, inv_q, output_token_ids):
+    """See `specverify.oracles.rejection.sample`. Two launches: pick (the argmax of greedy rows, the
+    recovered token of the others), then verify (every row written in full)."""
+    check_sample(draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs, bonus_token_ids,
+                 is_greedy, uniform_probs, inv_q, output_token_ids, values=reads_values(cu_num_draft_tokens))
+    alternatives = torch.empty(draft_token_ids.shape[0], dtype=torch.int64, device=draft_token_ids.device)
+    pick(alternatives, target_probs, draft_probs, draft_token_ids, inv_q, cu_num_draft_tokens, is_greedy,
+         ARGMAX if is_greedy is None else BY_ROW, flat=True)
+    verify(output_token_ids, draft_token_ids, alternatives, bonus_token_ids, is_greedy,
+           GREEDY if is_greedy is None else BY_ROW, ALL_ROWS, cu=cu_num_draft_tokens, target=target_probs,
+           draft_probs=draft_probs, uniform=uniform_probs, fill=True)
+
+
+def greedy_padded(*, draft_token_ids, target_argmax, bonus_token_ids, is_greedy, output_token_ids,
+                  num_rejected_tokens, last_token_ids):
+    """See `specverify.oracles.rejection.greedy_padded`. One launch."""
+    check_greedy_padded(draft_token_ids, target_argmax, bonus_token_ids, is_greedy, output_token_ids,
+                        num_rejected_tokens, last_token_ids, values=reads_values(draft_token_ids))
+    verify(output_token_ids, draft_token_ids, target_argmax, bonus_token_ids, is_greedy, GREEDY, GREEDY_ROWS,
+           fill=True, rejected=num_rejected_tokens, last=last_token_ids)
+
+
+def sample_padded(*, draft_token_ids, draft_probs, target_probs, bonus_token_ids, is_greedy, uniform_probs,
+                  inv_q, output_token_ids, num_rejected_tokens, last_token_ids):
+    """See `specverify.oracles.rejection.sample_padded`. Two launches, as `sample`."""
+    check_sample_padded(draft_token_ids, draft_probs, target_probs, bonus_token_ids, is_greedy, uniform_probs,
+                        inv_q, output_token_ids, num_rejected_tokens, last_token_ids,
+                        values=reads_values(draft_token_ids))
+    alternatives = torch.empty(draft_token_ids.shape, dtype=torch.int64, device=draft_token_ids.device)
+    pick(alternatives, target_probs, draft_probs, draft_token_ids, inv_q, None, is_greedy,
+         ARGMAX if is_greedy is None else BY_ROW, flat=False)
+    verify(output_token_ids, draft_token_ids, alternatives, bonus_token_ids, is_greedy,
+           GREEDY if is_greedy is None else BY_ROW, ALL_ROWS, target=target_probs, draft_probs=draft_probs,
+           uniform=uniform_probs, fill=True, rejected=num_rejected_tokens, last=last_token_ids)
+
+
+def expand(*, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded):
+    """See `specverify.oracles.rejection.expand`. One launch, one program per request."""
+    value_from, value_to = check_expand(x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded,
+                                        values=reads_values(cu_num_tokens))
+    if len(x) == 0:
         return
-    greedy_kernel[(batch,)](
-        output_token_ids, output_token_ids.stride(0), draft_token_ids.contiguous(), target_argmax.contiguous(),
-        bonus_token_ids.contiguous(), cu_num_draft_tokens.contiguous(),
-        is_greedy.contiguous().view(torch.uint8) if is_greedy is not None else cu_num_draft_tokens,
-        ALL_GREEDY=is_greedy is None, BLOCK=triton.next_power_of_2(max(max_spec_len, 1)))
+    expand_kernel[(len(x),)](expanded, x.contiguous(), cu_num_tokens.contiguous(), value_from.item(),
+                             value_to.item(), BLOCK=128)

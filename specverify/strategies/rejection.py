@@ -1,12 +1,17 @@
 """Strategies of the `rejection` family."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from hypothesis import strategies as st
 
+from specverify.materialize import POISON_A, filled
+from specverify.oracles.rejection import residual
 from specverify.stage import Buffer, DrawContext, Example
-from specverify.strategies.blocks import (PLACEHOLDER, draft_batch, generator, inclusive_offsets, invalid,
-                                          label, one_invalid, request_rows, vocab_size)
+from specverify.strategies.blocks import (PLACEHOLDER, aim, DraftBatch, batch_size, draft_batch, generator,
+                                          inclusive_offsets, invalid, label, layout, one_invalid, request_rows,
+                                          short, token_ids, vocab_size)
 
 
 @st.composite
@@ -32,6 +37,7 @@ def drafts_against(draw, target: np.ndarray, counts: np.ndarray, vocab: int) -> 
     accepted = {"all": counts, "none": np.zeros_like(counts),
                 "anywhere": rng.integers(0, counts + 1),
                 "near the end": np.maximum(counts - rng.integers(1, 4, len(counts)), 0)}[kind]
+    aim(int(accepted.max(initial=0)), "longest accepted prefix")
     size = len(target)
     request = np.repeat(np.arange(len(counts)), counts)
     position = np.arange(size) - np.repeat(np.cumsum(counts) - counts, counts)
@@ -104,7 +110,7 @@ def greedy_invalid(draw, ctx: DrawContext) -> Example:
     found = batch_corruptions(ex) + [
         invalid(ex, "target_argmax", "dtype int64", target_argmax=x["target_argmax"].astype(np.int32)),
         invalid(ex, "target_argmax", "length T", target_argmax=np.append(x["target_argmax"], 0)),
-        invalid(ex, "bonus_token_ids", "length B", bonus_token_ids=x["bonus_token_ids"][1:]),
+        invalid(ex, "bonus_token_ids", "length B", bonus_token_ids=np.append(x["bonus_token_ids"], 0)),
     ]
     if len(x["target_argmax"]):
         neg = x["target_argmax"].copy()
@@ -118,3 +124,615 @@ def greedy_table(ex: Example):
     return request_rows(x["cu_num_draft_tokens"],
                         per_token={"draft_token_ids": x["draft_token_ids"], "target_argmax": x["target_argmax"]},
                         per_request={"is_greedy": x["is_greedy"], "bonus": x["bonus_token_ids"]})
+
+
+# --- probability-reading stages: shared pieces -------------------------------------------------------
+
+TILES = (1024, 2048, 4096)          # tile widths production kernels sweep the vocabulary in
+
+
+def table_budget(ctx: DrawContext) -> tuple[int, int]:
+    """(largest T * V, largest T) a drawn example may have: the oracle loops per token and the Triton
+    interpreter costs milliseconds per program."""
+    return (200_000, 48) if ctx.small else (2_000_000, 2048)
+
+
+def fit_tokens(batch: DraftBatch, budget: int) -> DraftBatch:
+    """The batch with its tokens cut to `budget` (later requests lose drafts first)."""
+    ends = np.minimum(np.cumsum(batch.counts), budget)
+    if len(ends) and ends[-1] < batch.num_tokens:
+        label("batch: drafts cut to the table budget")
+    return DraftBatch(np.diff(ends, prepend=0), batch.max_spec_len)
+
+
+@st.composite
+def sized_batch(draw, ctx: DrawContext, low: int = 0) -> tuple[DraftBatch, int]:
+    """A draft batch and a vocab size whose [T, V] tables fit the budget (151936 comes with tiny T)."""
+    vocab = draw(vocab_size(ctx))
+    cells, tokens = table_budget(ctx)
+    return fit_tokens(draw(draft_batch(ctx, low)), min(tokens, cells // vocab)), vocab
+
+
+def request_of_tokens(counts: np.ndarray) -> np.ndarray:
+    return np.repeat(np.arange(len(counts)), counts)
+
+
+@dataclass
+class Tables:
+    target: np.ndarray              # f32 [T, V]
+    draft: np.ndarray | None        # f32 [T, V] or None
+    inv_q: np.ndarray               # f32 [B, V]
+
+
+@st.composite
+def tables(draw, counts: np.ndarray, vocab: int, drafts: np.ndarray) -> Tables:
+    """Target and draft probabilities and the reciprocal exponential noise, with planted boundaries:
+    equal maxima far apart (within and across tiles), all-zero residuals, a lone peak in the last
+    (partial) tile, zero draft probability at the drafted id."""
+    rng = draw(generator())
+    tokens, batch = int(counts.sum()), len(counts)
+    sparsity = draw(st.sampled_from([0.0, 0.5, 0.95]))
+    target = rng.random((tokens, vocab), dtype=np.float32)
+    target[rng.random((tokens, vocab)) < sparsity] = 0
+    target = (target / np.maximum(target.sum(1, keepdims=True), np.float32(1e-30))).astype(np.float32)
+    kind = draw(st.sampled_from(["none", "independent", "close"]))
+    draft = None
+    if kind == "independent":
+        draft = rng.random((tokens, vocab), dtype=np.float32)
+        draft = (draft / np.maximum(draft.sum(1, keepdims=True), np.float32(1e-30))).astype(np.float32)
+    elif kind == "close":  # mostly equal to the target: many exact-zero residuals and ratios of 1
+        draft = np.where(rng.random((tokens, vocab)) < 0.7, target,
+                         target * rng.random((tokens, vocab), dtype=np.float32) * 2).astype(np.float32)
+    label(f"draft_probs: {kind}")
+    noise = rng.exponential(size=(batch, vocab)).astype(np.float32)
+    inv_q = (np.float32(1) / np.maximum(noise, np.float32(1e-6))).astype(np.float32)
+    plant = draw(st.sampled_from(["plain", "ties", "zero residual", "zero tiles", "last tile", "tile edge",
+                                  "zero draft prob"]))
+    label(f"planted: {plant}")
+    rows, request = np.arange(tokens), request_of_tokens(counts)
+    valid = (drafts >= 0) & (drafts < vocab)
+    if plant == "ties" and tokens:
+        gap = int(rng.choice(TILES)) * int(rng.integers(1, 4)) if vocab > 1024 else vocab - 1
+        first = np.where(rng.random(tokens) < 0.5, edge_indices(rng, vocab, tokens),
+                         rng.integers(0, max(1, vocab - gap), tokens))
+        second = np.where(first + gap < vocab, first + gap, vocab - 1)
+        target *= np.float32(0.5)
+        for v in (first, second):
+            target[rows, v] = np.float32(0.75)
+            if draft is not None:
+                draft[rows, v] = 0
+        peak = inv_q.max(1)
+        inv_q[request, first] = peak[request]
+        inv_q[request, second] = peak[request]
+    elif plant == "zero residual":
+        if draft is None:
+            target[:] = 0
+            target[rows[valid], drafts[valid]] = 1
+        else:
+            draft = target.copy()
+    elif plant == "zero tiles" and tokens:  # a zero residual on one side of a tile edge
+        edge = int(edge_indices(rng, vocab, 1)[0]) + 1
+        zero = slice(edge, None) if rng.random() < 0.5 else slice(0, edge)
+        if draft is None:
+            target[:, zero] = 0
+        else:
+            draft[:, zero] = target[:, zero]
+    elif plant in ("last tile", "tile edge") and tokens:
+        peak = np.full(tokens, vocab - 1) if plant == "last tile" else edge_indices(rng, vocab, tokens)
+        target *= np.float32(0.5)
+        target[rows, peak] = 1
+        if draft is not None:
+            draft[rows, peak] = 0
+        inv_q[request, peak] = inv_q.max(1)[request]
+    elif plant == "zero draft prob" and draft is not None:
+        draft[rows[valid], drafts[valid]] = 0
+    return Tables(target, draft, inv_q)
+
+
+def edge_indices(rng, vocab: int, size: int) -> np.ndarray:
+    """Indices on vocabulary tile edges (the last of a tile, the first of the next), and V - 1."""
+    edges = {e for tile in TILES for j in range(1, vocab // tile + 1) for e in (tile * j - 1, tile * j)}
+    return rng.choice(sorted({e for e in edges if e < vocab} | {vocab - 1}), size)
+
+
+def acceptance_ratios(drafts, t: Tables) -> tuple[np.ndarray, np.ndarray]:
+    """(whether a draft can be accepted at all, f64(f32(p / q)) where it can)."""
+    vocab = t.target.shape[1]
+    valid = (drafts >= 0) & (drafts < vocab)
+    safe = np.where(valid, drafts, 0)
+    rows = np.arange(len(drafts))
+    p = t.target[rows, safe]
+    q = np.ones_like(p) if t.draft is None else t.draft[rows, safe]
+    can = valid & (q > 0)
+    with np.errstate(all="ignore"):
+        ratio = (p / np.where(can, q, np.float32(1))).astype(np.float32).astype(np.float64)
+    return can, ratio
+
+
+@st.composite
+def uniforms(draw, drafts: np.ndarray, t: Tables) -> np.ndarray:
+    """f64 uniforms; at a drawn rate exactly at the f32 acceptance ratio, or one f64 ulp either side."""
+    rng = draw(generator())
+    u = rng.random(len(drafts))
+    rate = draw(st.sampled_from([0.0, 0.5, 1.0]))
+    label(f"uniforms: at the ratio at rate {rate}")
+    can, ratio = acceptance_ratios(drafts, t)
+    side = rng.integers(0, 3, len(drafts))
+    beside = np.where(side == 0, ratio, np.nextafter(ratio, np.where(side == 1, np.inf, -np.inf)))
+    return np.where(can & (rng.random(len(drafts)) < rate), beside, u)
+
+
+@st.composite
+def random_rows(draw, batch: int) -> np.ndarray:
+    """is_greedy where it may not be None: every row greedy, none, or some."""
+    rows = draw(greedy_rows(batch))
+    return np.zeros(batch, bool) if rows is None else rows
+
+
+def recovered_ids(rng, tokens, vocab) -> np.ndarray:
+    return rng.integers(0, vocab, tokens).astype(np.int32)
+
+
+@st.composite
+def hazards(draw, ex: Example) -> Example:
+    """A valid example made pathological: NaN and +-inf probabilities, zero noise (inv_q = inf), NaN
+    noise, zero uniforms, out-of-vocabulary drafts. Non-finite values land in whole rows or single cells."""
+    rng = draw(generator())
+    x = dict(ex.inputs)
+    kinds = draw(st.sets(st.sampled_from(["nan", "inf", "zero noise", "oov drafts", "zero uniforms"]), min_size=1))
+    for kind in sorted(kinds):
+        label(f"hazard: {kind}")
+    for name in ("target_probs", "draft_probs", "inv_q"):
+        if x.get(name) is None or not x[name].size or not kinds & {"nan", "inf", "zero noise"}:
+            continue
+        a = x[name].copy()
+        spot = rng.random(a.shape) < draw(st.sampled_from([0.01, 0.3, 1.0]))
+        choices = [v for k, v in (("nan", np.nan), ("inf", np.inf), ("inf", -np.inf)) if k in kinds]
+        if name == "inv_q" and "zero noise" in kinds:
+            choices.append(np.inf)
+        if choices:
+            a[spot] = np.array(choices, np.float32)[rng.integers(0, len(choices), a.shape)][spot]
+        x[name] = a
+    if "oov drafts" in kinds and x["draft_token_ids"].size:
+        d = x["draft_token_ids"].copy()
+        vocab = x["target_probs"].shape[-1]
+        d[rng.random(d.shape) < 0.5] = vocab + rng.choice([0, 7])
+        x["draft_token_ids"] = d
+    if "zero uniforms" in kinds and x.get("uniform_probs") is not None:
+        x["uniform_probs"] = np.zeros_like(x["uniform_probs"])
+    return Example(tier="hazard", inputs=x, outputs=ex.outputs, layouts=ex.layouts)
+
+
+def outside(values: np.ndarray, vocab: int) -> bool:
+    return bool(((values < 0) | (values >= vocab)).any())
+
+
+def row_problems(name: str, row: np.ndarray, vocab: int, most: int, rest) -> str | None:
+    """A written row must be a prefix of 1..most ids in [0, V) followed by `rest` (the fill)."""
+    emitted = int(np.argmax(row == rest)) if (row == rest).any() else len(row)
+    tail_ok = bool((row[emitted:] == rest).all())
+    if not 1 <= emitted <= most or outside(row[:emitted], vocab) or not tail_ok:
+        return f"{name}: row {row.tolist()[:12]} is not 1..{most} ids in [0, {vocab}) then {rest}"
+    return None
+
+
+# --- rejection.recovered -----------------------------------------------------------------------------
+
+@st.composite
+def recovered_valid(draw, ctx: DrawContext) -> Example:
+    batch, vocab = draw(sized_batch(ctx))
+    drafts = draw(token_ids(batch.num_tokens, vocab))
+    t = draw(tables(batch.counts, vocab, drafts))
+    return Example(
+        tier="valid",
+        inputs={"cu_num_draft_tokens": inclusive_offsets(batch.counts), "draft_token_ids": drafts,
+                "draft_probs": t.draft, "target_probs": t.target, "inv_q": t.inv_q},
+        outputs={"recovered_token_ids": Buffer((batch.num_tokens,), "int32")},
+    )
+
+
+def recovered_hazard(ctx: DrawContext):
+    return recovered_valid(ctx).flatmap(hazards)
+
+
+def recovered_invariants(ex: Example, views: dict) -> list[str]:
+    """Ids in [0, V); the chosen score is a maximum of the non-NaN scores; NaN never wins (an all-NaN
+    row gives 0)."""
+    x = ex.inputs
+    vocab = x["target_probs"].shape[1]
+    ids = views["recovered_token_ids"]
+    if outside(ids, vocab):
+        return [f"recovered_token_ids: an id outside [0, {vocab}): {ids.tolist()[:12]}"]
+    request = request_of_tokens(np.diff(x["cu_num_draft_tokens"], prepend=0))
+    for t, chosen in enumerate(ids.tolist()):
+        with np.errstate(all="ignore"):
+            score = residual(x["target_probs"][t], None if x["draft_probs"] is None else x["draft_probs"][t],
+                             int(x["draft_token_ids"][t])) * x["inv_q"][request[t]]
+        numbers = score[~np.isnan(score)]
+        if not len(numbers) and chosen != 0:
+            return [f"recovered_token_ids[{t}]: every score is NaN, so 0, got {chosen}"]
+        if len(numbers) and not score[chosen] >= numbers.max():
+            return [f"recovered_token_ids[{t}]: score {score[chosen]} at {chosen} is not the maximum {numbers.max()}"]
+    return []
+
+
+def probability_corruptions(ex: Example) -> list[Example]:
+    """Invalid variants of the probability tables and noise (fields present in the example)."""
+    x = ex.inputs
+    found = [invalid(ex, "target_probs", "dtype float32", target_probs=x["target_probs"].astype(np.float64)),
+             invalid(ex, "target_probs", "shape [T, V]", target_probs=x["target_probs"][..., :0])]
+    if x.get("draft_probs") is not None:
+        found.append(invalid(ex, "draft_probs", "same shape as target_probs",
+                             draft_probs=x["draft_probs"][..., :-1]))
+    if x.get("inv_q") is not None:
+        found.append(invalid(ex, "inv_q", "dtype float32", inv_q=x["inv_q"].astype(np.float64)))
+        found.append(invalid(ex, "inv_q", "shape [B, V]", inv_q=x["inv_q"][:, :-1]))
+    if x.get("uniform_probs") is not None:
+        found.append(invalid(ex, "uniform_probs", "dtype float64",
+                             uniform_probs=x["uniform_probs"].astype(np.float32)))
+    return found
+
+
+@st.composite
+def recovered_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(recovered_valid(ctx))
+    x = ex.inputs
+    cu, drafts = x["cu_num_draft_tokens"], x["draft_token_ids"]
+    found = probability_corruptions(ex) + [
+        invalid(ex, "draft_token_ids", "dtype int32", draft_token_ids=drafts.astype(np.int64)),
+        invalid(ex, "cu_num_draft_tokens", "dtype int32", cu_num_draft_tokens=cu.astype(np.int64)),
+        invalid(ex, "recovered_token_ids", "dtype int32",
+                outputs={"recovered_token_ids": Buffer((len(drafts),), "int64")}),
+    ]
+    if len(cu):
+        found.append(invalid(ex, "cu_num_draft_tokens", "last offset == number of tokens",
+                             cu_num_draft_tokens=cu + np.int32(1)))
+    if len(drafts):
+        below = drafts.copy()
+        below[-1] = -2
+        found.append(invalid(ex, "draft_token_ids", "ids >= -1", draft_token_ids=below))
+    return draw(one_invalid(found))
+
+
+def recovered_table(ex: Example):
+    x = ex.inputs
+    return request_rows(x["cu_num_draft_tokens"], per_token={"draft_token_ids": x["draft_token_ids"]},
+                        per_request={})
+
+
+# --- rejection.random --------------------------------------------------------------------------------
+
+@st.composite
+def random_valid(draw, ctx: DrawContext) -> Example:
+    batch, vocab = draw(sized_batch(ctx))
+    rng = draw(generator())
+    drafts = draw(token_ids(batch.num_tokens, vocab))
+    t = draw(tables(batch.counts, vocab, drafts))
+    return Example(
+        tier="valid",
+        inputs={
+            "draft_token_ids": drafts,
+            "bonus_token_ids": rng.integers(0, vocab, batch.batch).astype(np.int64),
+            "cu_num_draft_tokens": inclusive_offsets(batch.counts),
+            "max_spec_len": batch.max_spec_len,
+            "draft_probs": t.draft,
+            "target_probs": t.target,
+            "recovered_token_ids": recovered_ids(rng, batch.num_tokens, vocab),
+            "uniform_probs": draw(uniforms(drafts, t)),
+            "is_greedy": draw(random_rows(batch.batch)),
+        },
+        outputs={"output_token_ids": Buffer((batch.batch, batch.max_spec_len + 1), "int32")},
+    )
+
+
+def random_hazard(ctx: DrawContext):
+    return random_valid(ctx).flatmap(hazards)
+
+
+def flat_rows_invariants(ex: Example, out: np.ndarray, written, rest) -> list[str]:
+    """Each row r with written[r] is 1..n[r]+1 ids in [0, V) then `rest`; other rows are all `rest`."""
+    x = ex.inputs
+    vocab = x["target_probs"].shape[1]
+    counts = np.diff(x["cu_num_draft_tokens"], prepend=0)
+    found = []
+    for r, row in enumerate(out):
+        problem = (row_problems(f"output_token_ids[{r}]", row, vocab, int(counts[r]) + 1, rest) if written[r]
+                   else None if (row == rest).all() else f"output_token_ids[{r}]: a row it must not touch changed")
+        if problem:
+            found.append(problem)
+    return found[:3]
+
+
+def random_invariants(ex: Example, views: dict) -> list[str]:
+    poison = filled((1,), np.dtype("int32"), POISON_A)[0]
+    return flat_rows_invariants(ex, views["output_token_ids"], ~ex.inputs["is_greedy"], poison)
+
+
+@st.composite
+def random_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(random_valid(ctx))
+    x = ex.inputs
+    vocab = x["target_probs"].shape[1]
+    found = batch_corruptions(ex) + probability_corruptions(ex) + [
+        invalid(ex, "is_greedy", "required (bool [B])", is_greedy=None),
+        invalid(ex, "uniform_probs", "required", uniform_probs=None),
+        invalid(ex, "recovered_token_ids", "dtype int32",
+                recovered_token_ids=x["recovered_token_ids"].astype(np.int64)),
+    ]
+    if len(x["draft_token_ids"]):
+        oov = x["recovered_token_ids"].copy()
+        oov[0] = vocab
+        found.append(invalid(ex, "recovered_token_ids", "ids in [0, V)", recovered_token_ids=oov))
+    return draw(one_invalid(found))
+
+
+def random_table(ex: Example):
+    x = ex.inputs
+    return request_rows(x["cu_num_draft_tokens"],
+                        per_token={"draft_token_ids": x["draft_token_ids"],
+                                   "recovered": x["recovered_token_ids"], "uniform": x["uniform_probs"]},
+                        per_request={"is_greedy": x["is_greedy"], "bonus": x["bonus_token_ids"]})
+
+
+# --- rejection.expand --------------------------------------------------------------------------------
+
+FLOAT_SPECIALS = np.array([0.0, -0.0, 1.0, -1.0, np.nan, np.inf, 0.5], np.float32)
+
+
+@st.composite
+def expand_valid(draw, ctx: DrawContext) -> Example:
+    batch = draw(draft_batch(ctx))
+    rng = draw(generator())
+    dtype = draw(st.sampled_from(["float32", "int32", "int64"]))
+    label(f"x: {dtype}")
+    if dtype == "float32":
+        replace_from = draw(st.sampled_from([0.0, -1.0, 0.5, 1e-7]))
+        replace_to = draw(st.sampled_from([1.0, -0.0, 2.5, 3]))
+        pool = np.append(FLOAT_SPECIALS, np.float32(replace_from))
+        x = np.where(rng.random(batch.batch) < 0.5, rng.choice(pool, batch.batch),
+                     rng.normal(size=batch.batch)).astype(np.float32)
+    else:
+        info = np.iinfo(dtype)
+        replace_from = draw(st.sampled_from([0, -1, int(info.max), int(info.min)]))
+        replace_to = draw(st.sampled_from([0, 1, -1, int(info.max)]))
+        x = np.where(rng.random(batch.batch) < 0.4, replace_from,
+                     rng.integers(-5, 100, batch.batch)).astype(dtype)
+    return Example(
+        tier="valid",
+        inputs={"x": x, "cu_num_tokens": inclusive_offsets(batch.counts), "num_tokens": batch.num_tokens,
+                "replace_from": replace_from, "replace_to": replace_to},
+        outputs={"expanded": Buffer((batch.num_tokens,), dtype)},
+    )
+
+
+@st.composite
+def expand_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(expand_valid(ctx))
+    x, cu, total = ex.inputs["x"], ex.inputs["cu_num_tokens"], ex.inputs["num_tokens"]
+    found = [
+        invalid(ex, "x", "dtype float32|int32|int64", x=x.astype(np.float64)),
+        invalid(ex, "cu_num_tokens", "dtype int32", cu_num_tokens=cu.astype(np.int64)),
+        invalid(ex, "cu_num_tokens", "length B", cu_num_tokens=np.append(cu, np.int32(total))),
+        invalid(ex, "expanded", "dtype of x",
+                outputs={"expanded": Buffer((total,), "int16")}),
+        invalid(ex, "cu_num_tokens", "last offset == num_tokens", num_tokens=total + 1,
+                outputs={"expanded": Buffer((total + 1,), str(x.dtype))}),
+        invalid(ex, "replace_to", "a number", replace_to="1"),
+    ]
+    if x.dtype.kind == "i":
+        found.append(invalid(ex, "replace_from", "an int that fits x's dtype", replace_from=0.5))
+    return draw(one_invalid(found))
+
+
+def expand_table(ex: Example):
+    x = ex.inputs
+    return request_rows(x["cu_num_tokens"], per_token={}, per_request={"x": x["x"]})
+
+
+# --- rejection.sample --------------------------------------------------------------------------------
+
+def first_max_rows(target: np.ndarray) -> np.ndarray:
+    """Lowest-index argmax per row of a [N, V] table (no NaN in the valid tier)."""
+    return target.argmax(1).astype(np.int64) if target.size else np.zeros(len(target), np.int64)
+
+
+@st.composite
+def sample_valid(draw, ctx: DrawContext) -> Example:
+    batch, vocab = draw(sized_batch(ctx))
+    rng = draw(generator())
+    counts = batch.counts
+    guess = draw(token_ids(batch.num_tokens, vocab))
+    t = draw(tables(counts, vocab, guess))
+    drafts = draw(drafts_against(first_max_rows(t.target), counts, vocab))
+    is_greedy = draw(greedy_rows(batch.batch))
+    noise = is_greedy is not None
+    return Example(
+        tier="valid",
+        inputs={
+            "draft_token_ids": drafts,
+            "cu_num_draft_tokens": inclusive_offsets(batch.counts),
+            "max_spec_len": batch.max_spec_len,
+            "draft_probs": t.draft,
+            "target_probs": t.target,
+            "bonus_token_ids": rng.integers(0, vocab, batch.batch).astype(np.int64),
+            "is_greedy": is_greedy,
+            "uniform_probs": draw(uniforms(drafts, t)) if noise else None,
+            "inv_q": t.inv_q if noise else None,
+        },
+        outputs={"output_token_ids": Buffer((batch.batch, batch.max_spec_len + 1), "int32")},
+    )
+
+
+def sample_hazard(ctx: DrawContext):
+    return sample_valid(ctx).flatmap(hazards)
+
+
+def sample_invariants(ex: Example, views: dict) -> list[str]:
+    out = views["output_token_ids"]
+    return flat_rows_invariants(ex, out, np.ones(len(out), bool), PLACEHOLDER)
+
+
+@st.composite
+def sample_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(sample_valid(ctx))
+    found = batch_corruptions(ex) + probability_corruptions(ex)
+    if ex.inputs["is_greedy"] is not None:
+        found.append(invalid(ex, "inv_q", "required when is_greedy is given", inv_q=None))
+    return draw(one_invalid(found))
+
+
+def sample_table(ex: Example):
+    x = ex.inputs
+    return request_rows(x["cu_num_draft_tokens"],
+                        per_token={"draft_token_ids": x["draft_token_ids"],
+                                   "target_argmax": first_max_rows(x["target_probs"])},
+                        per_request={"is_greedy": x["is_greedy"], "bonus": x["bonus_token_ids"]})
+
+
+# --- padded layout: rejection.greedy_padded, rejection.sample_padded -------------------------------------
+
+PADDED_OUTPUTS = ("output_token_ids", "num_rejected_tokens", "last_token_ids")
+
+
+@st.composite
+def padded_shape(draw, ctx: DrawContext, vocab: int = 1) -> tuple[int, int]:
+    """(B, K) with B * K * V within the table budget."""
+    k = draw(st.integers(0, 8))
+    cells, tokens = table_budget(ctx)
+    most = max(1, min(tokens, cells // vocab) // max(k, 1))
+    batch = draw(batch_size(ctx, 0, most))
+    label(f"padded: K={k}" if k < 2 else "padded: K>1")
+    return batch, k
+
+
+@st.composite
+def strided(draw, inputs: dict, names) -> dict:
+    """Drawn layouts for the named array inputs present."""
+    found = {}
+    for name in names:
+        if isinstance(inputs.get(name), np.ndarray):
+            chosen = draw(layout(inputs[name].ndim))
+            if chosen is not None:
+                found[name] = chosen
+    return found
+
+
+@st.composite
+def padded_outputs(draw, batch: int, k: int) -> dict:
+    shapes = {"output_token_ids": (batch, k + 1), "num_rejected_tokens": (batch,), "last_token_ids": (batch,)}
+    return {name: Buffer(shape, "int64", draw(layout(len(shape)))) for name, shape in shapes.items()}
+
+
+@st.composite
+def greedy_padded_valid(draw, ctx: DrawContext) -> Example:
+    batch, k = draw(padded_shape(ctx))
+    vocab = draw(vocab_size(ctx))
+    rng = draw(generator())
+    argmax = rng.integers(0, vocab, (batch, k)).astype(np.int64)
+    inputs = {
+        "draft_token_ids": draw(drafts_against(argmax.reshape(-1), np.full(batch, k), vocab)).astype(np.int64).reshape(batch, k),
+        "target_argmax": argmax,
+        "bonus_token_ids": rng.integers(0, vocab, batch).astype(np.int64),
+        "is_greedy": draw(greedy_rows(batch)),
+    }
+    return Example(tier="valid", inputs=inputs, outputs=draw(padded_outputs(batch, k)),
+                   layouts=draw(strided(inputs, inputs)))
+
+
+def padded_corruptions(ex: Example) -> list[Example]:
+    x, out = ex.inputs, ex.outputs
+    batch, k = x["draft_token_ids"].shape
+    found = [invalid(ex, "draft_token_ids", "dtype int64", draft_token_ids=x["draft_token_ids"].astype(np.int32)),
+             invalid(ex, "bonus_token_ids", "length B", bonus_token_ids=np.append(x["bonus_token_ids"], 0)),
+             invalid(ex, "output_token_ids", "shape [B, K+1]",
+                     outputs={"output_token_ids": Buffer((batch, k), "int64")})]
+    found += [invalid(ex, name, "dtype int64", outputs={name: Buffer(out[name].shape, "int32")})
+              for name in PADDED_OUTPUTS]
+    if x["draft_token_ids"].size:
+        below = x["draft_token_ids"].copy()
+        below[0, 0] = -3
+        found.append(invalid(ex, "draft_token_ids", "ids >= -1", draft_token_ids=below))
+    if x.get("is_greedy") is not None:
+        found.append(invalid(ex, "is_greedy", "dtype bool", is_greedy=x["is_greedy"].astype(np.uint8)))
+    return found
+
+
+@st.composite
+def greedy_padded_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(greedy_padded_valid(ctx))
+    argmax = ex.inputs["target_argmax"]
+    found = padded_corruptions(ex) + [
+        invalid(ex, "target_argmax", "shape [B, K]", target_argmax=argmax[:, :0] if argmax.shape[1] else
+                np.zeros((argmax.shape[0], 1), np.int64))]
+    if argmax.size:
+        neg = argmax.copy()
+        neg[-1, -1] = -1
+        found.append(invalid(ex, "target_argmax", "ids >= 0", target_argmax=neg))
+    return draw(one_invalid(found))
+
+
+def padded_table(ex: Example):
+    x = ex.inputs
+    rows = []
+    argmax = x.get("target_argmax")
+    if argmax is None:
+        argmax = first_max_rows(x["target_probs"].reshape(-1, x["target_probs"].shape[-1])).reshape(
+            x["draft_token_ids"].shape)
+    greedy = x["is_greedy"]
+    for b, drafts in enumerate(x["draft_token_ids"]):
+        rows.append([b, None if greedy is None else bool(greedy[b]), int(x["bonus_token_ids"][b]), short(drafts),
+                     short(argmax[b])])
+    return ["row", "is_greedy", "bonus", "draft_token_ids", "target_argmax"], rows
+
+
+@st.composite
+def sample_padded_valid(draw, ctx: DrawContext) -> Example:
+    vocab = draw(vocab_size(ctx))
+    batch, k = draw(padded_shape(ctx, vocab))
+    rng = draw(generator())
+    counts = np.full(batch, k)
+    guess = draw(token_ids(batch * k, vocab))
+    t = draw(tables(counts, vocab, guess))
+    drafts = draw(drafts_against(first_max_rows(t.target), counts, vocab))
+    is_greedy = draw(greedy_rows(batch))
+    noise = is_greedy is not None
+    inputs = {
+        "draft_token_ids": drafts.astype(np.int64).reshape(batch, k),
+        "draft_probs": None if t.draft is None else t.draft.reshape(batch, k, vocab),
+        "target_probs": t.target.reshape(batch, k, vocab),
+        "bonus_token_ids": rng.integers(0, vocab, batch).astype(np.int64),
+        "is_greedy": is_greedy,
+        "uniform_probs": draw(uniforms(drafts, t)).reshape(batch, k) if noise else None,
+        "inv_q": t.inv_q if noise else None,
+    }
+    cells, _ = table_budget(ctx)
+    names = [n for n, v in inputs.items() if isinstance(v, np.ndarray) and (v.ndim < 3 or v.size * 27 <= cells)]
+    return Example(tier="valid", inputs=inputs, outputs=draw(padded_outputs(batch, k)),
+                   layouts=draw(strided(inputs, names)))
+
+
+def sample_padded_hazard(ctx: DrawContext):
+    return sample_padded_valid(ctx).flatmap(hazards)
+
+
+def sample_padded_invariants(ex: Example, views: dict) -> list[str]:
+    vocab = ex.inputs["target_probs"].shape[-1]
+    out, rejected, last = (views[name] for name in PADDED_OUTPUTS)
+    found = []
+    for b, row in enumerate(out):
+        problem = row_problems(f"output_token_ids[{b}]", row, vocab, len(row), PLACEHOLDER)
+        emitted = int((row != PLACEHOLDER).sum())
+        if not problem and (rejected[b] != len(row) - emitted or last[b] != row[emitted - 1]):
+            problem = f"row {b}: num_rejected_tokens or last_token_ids disagree with output_token_ids"
+        if problem:
+            found.append(problem)
+    return found[:3]
+
+
+@st.composite
+def sample_padded_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(sample_padded_valid(ctx))
+    found = padded_corruptions(ex) + probability_corruptions(ex)
+    if ex.inputs["is_greedy"] is not None:
+        found.append(invalid(ex, "uniform_probs", "required when is_greedy is given", uniform_probs=None))
+    return draw(one_invalid(found))

@@ -1,0 +1,189 @@
+"""Worked examples of the `rejection` stages (hand-computed), on every backend here, and the composite
+`rejection.sample` checked against running its parts (greedy, recovered, random) on the same inputs."""
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from specverify import env
+from specverify.oracles import rejection as oracle
+from specverify.stage import DrawContext
+from specverify.stages.rejection import STAGES
+from specverify.strategies import rejection as strategies
+
+BACKENDS = ["oracle", "torch", "triton"]
+BY_NAME = {s.name: s for s in STAGES}
+
+
+def implementation(stage: str, backend: str):
+    if backend == "oracle":
+        return BY_NAME[stage].oracle
+    env.prepare()
+    if backend == "triton" and env.triton_import_error():
+        pytest.skip(env.triton_import_error())
+    module, function = BY_NAME[stage].impls[backend].split(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def run(stage: str, backend: str, outputs: dict, **inputs) -> dict:
+    """Call one backend on NumPy inputs; outputs start as copies of `outputs`; returns them as NumPy."""
+    impl = implementation(stage, backend)
+    if backend == "oracle":
+        outs = {k: v.copy() for k, v in outputs.items()}
+        impl(**inputs, **outs)
+        return outs
+    import torch
+
+    device = "cuda" if env.cuda_available() else "cpu"
+    convert = {k: torch.from_numpy(v.copy()).to(device) if isinstance(v, np.ndarray) else v
+               for k, v in inputs.items()}
+    outs = {k: torch.from_numpy(v.copy()).to(device) for k, v in outputs.items()}
+    impl(**convert, **outs)
+    return {k: v.cpu().numpy() for k, v in outs.items()}
+
+
+def i32(*values):
+    return np.array(values, np.int32)
+
+
+def i64(*values):
+    return np.array(values, np.int64)
+
+
+def f32(rows):
+    return np.array(rows, np.float32)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_recovered_worked(backend):
+    # request 0: tokens 0, 1; request 1: token 2 (V = 4)
+    target = f32([[0.1, 0.4, 0.3, 0.2], [0.25, 0.25, 0.25, 0.25], [0.5, 0.2, 0.2, 0.1]])
+    inv_q = f32([[1, 1, 1, 1], [1, 3, 3, 1]])
+    kw = dict(cu_num_draft_tokens=i32(2, 3), draft_token_ids=i32(1, -1, 3), target_probs=target, inv_q=inv_q)
+    out = {"recovered_token_ids": i32(-9, -9, -9)}
+    # no draft probs: the draft's own id is zeroed (t0: id 1 -> 2 wins); a placeholder zeroes nothing and
+    # four equal scores pick the lowest (t1 -> 0); t2 scores [0.5, 0.6, 0.6, 0.1]: the lowest of the tie, 1
+    got = run("rejection.recovered", backend, out, draft_probs=None, **kw)
+    assert got["recovered_token_ids"].tolist() == [2, 0, 1]
+    # with draft probs: residual max(p - q, 0); t0 [0, 0, 0.3, 0.2] -> 2, t1 all zero -> 0, t2 [0, .2, 0, 0]*q -> 1
+    draft_probs = f32([[0.5, 0.5, 0, 0], [0.25, 0.25, 0.25, 0.25], [0.5, 0, 0.2, 0.1]])
+    got = run("rejection.recovered", backend, out, draft_probs=draft_probs, **kw)
+    assert got["recovered_token_ids"].tolist() == [2, 0, 1]
+    # hazards: an all-NaN row gives 0, NaN never wins, +inf wins (zero noise), an OOV draft zeroes nothing
+    kw.update(target_probs=f32([[np.nan] * 4, [np.nan, 0.1, 0.3, 0.2], [0.5, 0.2, 0.2, 0.1]]),
+              inv_q=f32([[1, 1, 1, 1], [1, 1, np.inf, 1]]), draft_token_ids=i32(0, 7, 4))
+    got = run("rejection.recovered", backend, out, draft_probs=None, **kw)
+    assert got["recovered_token_ids"].tolist() == [0, 2, 2]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_random_worked(backend):
+    # V = 3. Row 0: ratio 0.25/0.5 = 0.5 == u accepts (ties accept), then u one ulp above the ratio rejects
+    # -> recovered. Row 1 greedy: untouched. Row 2: no drafts -> bonus. Row 3: q == 0 rejects.
+    # Row 4: a placeholder and an OOV draft reject.  Row 5: all accepted -> bonus.
+    target = f32([[0.25, 0.5, 0.25], [0.2, 0.3, 0.5], [0.1, 0.1, 0.8], [0.9, 0.1, 0], [1, 0, 0], [0, 1, 0],
+                  [0.3, 0.3, 0.4]])
+    draft = f32([[0.5, 0.25, 0.25], [0.2, 0.3, 0.5], [0.1, 0.1, 0.8], [0, 1, 0], [1, 0, 0], [0, 1, 0],
+                 [0.3, 0.3, 0.4]])
+    ratio = float(np.float32(0.3) / np.float32(0.3))
+    out = {"output_token_ids": np.full((6, 3), -9, np.int32)}
+    got = run("rejection.random", backend, out,
+              draft_token_ids=i32(0, 1, 2, 0, -1, 1, 2), bonus_token_ids=i64(10, 11, 12, 13, 14, 15),
+              cu_num_draft_tokens=i32(2, 3, 3, 4, 5, 7), max_spec_len=2, draft_probs=draft, target_probs=target,
+              recovered_token_ids=i32(1, 2, 0, 2, 1, 0, 0),
+              uniform_probs=np.array([0.5, np.nextafter(1.0, 2.0), 0.1, 0.0, 0.0, 0.0, ratio]),
+              is_greedy=np.array([False, True, False, False, False, False]))
+    assert got["output_token_ids"].tolist() == [[0, 2, -9], [-9, -9, -9], [12, -9, -9], [2, -9, -9],
+                                                [1, -9, -9], [1, 2, 15]]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_expand_worked(backend):
+    got = run("rejection.expand", backend, {"expanded": np.full(5, -9, np.int32)},
+              x=i32(5, 0, 7), cu_num_tokens=i32(2, 2, 5), num_tokens=5, replace_from=0, replace_to=-1)
+    assert got["expanded"].tolist() == [5, 5, 7, 7, 7]
+    # 130 tokens in one request (an engine capped at 128 would leave two unwritten); -0.0 == 0.0 is replaced
+    got = run("rejection.expand", backend, {"expanded": np.full(131, -9, np.float32)},
+              x=f32([2.5, -0.0]), cu_num_tokens=i32(130, 131), num_tokens=131, replace_from=0.0, replace_to=1.0)
+    assert got["expanded"].tolist() == [2.5] * 130 + [1.0]
+
+
+def sample_inputs():
+    # V = 3; row 0 greedy: argmax t0 = 1 (draft 1 matches), t1 = 2 (the tie 0.3/0.3 loses to 0.4; draft 0
+    # differs: emit 2, stop). Row 1 random: p[2] = 0.6 < u = 0.7 rejects; recovered: [0.2, 0.2, 0] -> 0.
+    return dict(draft_token_ids=i32(1, 0, 2), cu_num_draft_tokens=i32(2, 3), max_spec_len=3, draft_probs=None,
+                target_probs=f32([[0.1, 0.5, 0.4], [0.3, 0.3, 0.4], [0.2, 0.2, 0.6]]), bonus_token_ids=i64(7, 8),
+                is_greedy=np.array([True, False]), uniform_probs=np.array([0.1, 0.1, 0.7]),
+                inv_q=np.ones((2, 3), np.float32))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sample_worked(backend):
+    out = {"output_token_ids": np.full((2, 4), -9, np.int32)}
+    got = run("rejection.sample", backend, out, **sample_inputs())
+    assert got["output_token_ids"].tolist() == [[1, 2, -1, -1], [0, -1, -1, -1]]
+    # every row greedy: the noise is absent; row 1: argmax 2 == draft 2, then the bonus
+    got = run("rejection.sample", backend, out, **{**sample_inputs(), "is_greedy": None, "uniform_probs": None,
+                                                   "inv_q": None})
+    assert got["output_token_ids"].tolist() == [[1, 2, -1, -1], [2, 8, -1, -1]]
+
+
+def padded_outputs(batch, k):
+    return {"output_token_ids": np.full((batch, k + 1), -9, np.int64),
+            "num_rejected_tokens": np.full(batch, -9, np.int64), "last_token_ids": np.full(batch, -9, np.int64)}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_greedy_padded_worked(backend):
+    # row 0: drafts match, bonus; row 1: second draft differs; row 2 not greedy: untouched
+    inputs = dict(draft_token_ids=np.array([[3, 5], [5, 1], [2, 2]]), target_argmax=np.array([[3, 5], [5, 6], [0, 0]]),
+                  bonus_token_ids=i64(9, 8, 7), is_greedy=np.array([True, True, False]))
+    got = run("rejection.greedy_padded", backend, padded_outputs(3, 2), **inputs)
+    assert got["output_token_ids"].tolist() == [[3, 5, 9], [5, 6, -1], [-9, -9, -9]]
+    assert got["num_rejected_tokens"].tolist() == [0, 1, -9]
+    assert got["last_token_ids"].tolist() == [9, 6, -9]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sample_padded_worked(backend):
+    # row 0 greedy: argmaxes 1, 2; drafts 1, 0 -> [1, 2]. Row 1 random: draft 2 (p .6 >= u .5) accepted,
+    # draft 1 (p 0) rejected -> recovered of [1, 0, 0] with id 1 zeroed -> 0.
+    inputs = dict(draft_token_ids=np.array([[1, 0], [2, 1]]), draft_probs=None,
+                  target_probs=np.array([[[0.1, 0.5, 0.4], [0.3, 0.3, 0.4]], [[0.2, 0.2, 0.6], [1, 0, 0]]], np.float32),
+                  bonus_token_ids=i64(7, 8), is_greedy=np.array([True, False]),
+                  uniform_probs=np.array([[0.1, 0.1], [0.5, 0.1]]), inv_q=np.ones((2, 3), np.float32))
+    got = run("rejection.sample_padded", backend, padded_outputs(2, 2), **inputs)
+    assert got["output_token_ids"].tolist() == [[1, 2, -1], [2, 0, -1]]
+    assert got["num_rejected_tokens"].tolist() == [1, 1]
+    assert got["last_token_ids"].tolist() == [2, 0]
+
+
+def sample_by_parts(x: dict, out: np.ndarray) -> np.ndarray:
+    """rejection.sample spelled out: -1, greedy against np.argmax, then recovered and random."""
+    out = np.full_like(out, -1)
+    oracle.greedy(draft_token_ids=x["draft_token_ids"], target_argmax=np.argmax(x["target_probs"], 1).astype(np.int64),
+                  bonus_token_ids=x["bonus_token_ids"], cu_num_draft_tokens=x["cu_num_draft_tokens"],
+                  is_greedy=x["is_greedy"], max_spec_len=x["max_spec_len"], output_token_ids=out)
+    if x["is_greedy"] is not None:
+        ids = np.zeros(len(x["draft_token_ids"]), np.int32)
+        oracle.recovered(cu_num_draft_tokens=x["cu_num_draft_tokens"], draft_token_ids=x["draft_token_ids"],
+                         draft_probs=x["draft_probs"], target_probs=x["target_probs"], inv_q=x["inv_q"],
+                         recovered_token_ids=ids)
+        oracle.random(draft_token_ids=x["draft_token_ids"], bonus_token_ids=x["bonus_token_ids"],
+                      cu_num_draft_tokens=x["cu_num_draft_tokens"], max_spec_len=x["max_spec_len"],
+                      draft_probs=x["draft_probs"], target_probs=x["target_probs"], recovered_token_ids=ids,
+                      uniform_probs=x["uniform_probs"], is_greedy=x["is_greedy"], output_token_ids=out)
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=12, deadline=None, derandomize=True, database=None)
+@given(example=strategies.sample_valid(DrawContext(small=True)))
+def test_sample_equals_its_parts(backend, example):
+    shape = example.outputs["output_token_ids"].shape
+    got = run("rejection.sample", backend, {"output_token_ids": np.full(shape, -9, np.int32)}, **example.inputs)
+    expected = sample_by_parts(example.inputs, np.zeros(shape, np.int32))
+    np.testing.assert_array_equal(got["output_token_ids"], expected)
