@@ -2,16 +2,10 @@
 from __future__ import annotations
 
 from specverify.oracles import eagle as oracle
-from specverify.stage import I, O, Stage
+from specverify.stage import I, O, Stage, kernels
 from specverify.strategies import eagle as draw
 
-TORCH = "specverify.kernels.torch.eagle"
-TRITON = "specverify.kernels.triton.eagle"
 IDX = "int32|int64"
-
-
-def impls(function: str) -> dict[str, str]:
-    return {"torch": f"{TORCH}:{function}", "triton": f"{TRITON}:{function}"}
 
 
 NEXT_TOKEN_PADDED = Stage(
@@ -28,7 +22,7 @@ NEXT_TOKEN_PADDED = Stage(
     valid=draw.next_token_valid,
     invalid=draw.next_token_invalid,
     rows=draw.next_token_table,
-    impls=impls("next_token_padded"),
+    impls=kernels("eagle", "next_token_padded"),
 )
 
 PREPARE_INPUTS_PADDED = Stage(
@@ -46,7 +40,7 @@ PREPARE_INPUTS_PADDED = Stage(
     valid=draw.prepare_padded_valid,
     invalid=draw.prepare_padded_invalid,
     rows=draw.prepare_padded_table,
-    impls=impls("prepare_inputs_padded"),
+    impls=kernels("eagle", "prepare_inputs_padded"),
 )
 
 PREPARE_INPUTS = Stage(
@@ -65,7 +59,7 @@ PREPARE_INPUTS = Stage(
     valid=draw.prepare_valid,
     invalid=draw.prepare_invalid,
     rows=draw.prepare_table,
-    impls=impls("prepare_inputs"),
+    impls=kernels("eagle", "prepare_inputs"),
 )
 
 COPY_AND_EXPAND_INPUTS = Stage(
@@ -94,7 +88,7 @@ COPY_AND_EXPAND_INPUTS = Stage(
     valid=draw.copy_expand_valid,
     invalid=draw.copy_expand_invalid,
     rows=draw.copy_expand_table,
-    impls=impls("copy_and_expand_inputs"),
+    impls=kernels("eagle", "copy_and_expand_inputs"),
 )
 
 EXTEND_QUERIES = Stage(
@@ -106,7 +100,7 @@ EXTEND_QUERIES = Stage(
     oracle=oracle.extend_queries,
     valid=draw.extend_valid,
     invalid=draw.extend_invalid,
-    impls=impls("extend_queries"),
+    impls=kernels("eagle", "extend_queries"),
 )
 
 STEP_SLOT_MAPPING = Stage(
@@ -127,7 +121,7 @@ STEP_SLOT_MAPPING = Stage(
     valid=draw.step_valid,
     invalid=draw.step_invalid,
     rows=draw.step_table,
-    impls=impls("step_slot_mapping"),
+    impls=kernels("eagle", "step_slot_mapping"),
 )
 
 STAGES = (NEXT_TOKEN_PADDED, PREPARE_INPUTS_PADDED, PREPARE_INPUTS, COPY_AND_EXPAND_INPUTS, EXTEND_QUERIES,

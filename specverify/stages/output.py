@@ -2,12 +2,10 @@
 from __future__ import annotations
 
 from specverify.oracles import output as oracle
-from specverify.stage import I, O, Stage
+from specverify.stage import I, O, Stage, kernels
 from specverify.strategies import output as draw
 
 HOST = "specverify.kernels.host.output"
-TORCH = "specverify.kernels.torch.output"
-TRITON = "specverify.kernels.triton.output"
 
 PARSE = Stage(
     name="output.parse",
@@ -53,7 +51,7 @@ SPEC_METADATA = Stage(
     valid=draw.spec_metadata_valid,
     invalid=draw.spec_metadata_invalid,
     rows=draw.spec_metadata_table,
-    impls={"torch": f"{TORCH}:spec_metadata", "triton": f"{TRITON}:spec_metadata"},
+    impls=kernels("output", "spec_metadata"),
 )
 
 STAGES = (PARSE, SPEC_METADATA)

@@ -11,15 +11,9 @@ Where STAGES.md is silent, the oracles define (and every backend follows):
 from __future__ import annotations
 
 from specverify.oracles import rejection as oracle
-from specverify.stage import I, O, Stage
+from specverify.stage import I, O, Stage, kernels
 from specverify.strategies import rejection as draw
 
-TORCH = "specverify.kernels.torch.rejection"
-TRITON = "specverify.kernels.triton.rejection"
-
-
-def impls(name: str) -> dict[str, str]:
-    return {"torch": f"{TORCH}:{name}", "triton": f"{TRITON}:{name}"}
 
 
 GREEDY = Stage(
@@ -38,7 +32,7 @@ GREEDY = Stage(
     valid=draw.greedy_valid,
     invalid=draw.greedy_invalid,
     rows=draw.greedy_table,
-    impls=impls("greedy"),
+    impls=kernels("rejection", "greedy"),
 )
 
 RANDOM = Stage(
@@ -62,7 +56,7 @@ RANDOM = Stage(
     invalid=draw.random_invalid,
     invariants=draw.random_invariants,
     rows=draw.random_table,
-    impls=impls("random"),
+    impls=kernels("rejection", "random"),
 )
 
 RECOVERED = Stage(
@@ -82,7 +76,7 @@ RECOVERED = Stage(
     invalid=draw.recovered_invalid,
     invariants=draw.recovered_invariants,
     rows=draw.recovered_table,
-    impls=impls("recovered"),
+    impls=kernels("rejection", "recovered"),
 )
 
 EXPAND = Stage(
@@ -100,7 +94,7 @@ EXPAND = Stage(
     valid=draw.expand_valid,
     invalid=draw.expand_invalid,
     rows=draw.expand_table,
-    impls=impls("expand"),
+    impls=kernels("rejection", "expand"),
 )
 
 SAMPLE = Stage(
@@ -124,7 +118,7 @@ SAMPLE = Stage(
     invalid=draw.sample_invalid,
     invariants=draw.sample_invariants,
     rows=draw.sample_table,
-    impls=impls("sample"),
+    impls=kernels("rejection", "sample"),
 )
 
 PADDED_OUTPUTS = (
@@ -147,7 +141,7 @@ GREEDY_PADDED = Stage(
     valid=draw.greedy_padded_valid,
     invalid=draw.greedy_padded_invalid,
     rows=draw.padded_table,
-    impls=impls("greedy_padded"),
+    impls=kernels("rejection", "greedy_padded"),
 )
 
 SAMPLE_PADDED = Stage(
@@ -169,7 +163,7 @@ SAMPLE_PADDED = Stage(
     invalid=draw.sample_padded_invalid,
     invariants=draw.sample_padded_invariants,
     rows=draw.padded_table,
-    impls=impls("sample_padded"),
+    impls=kernels("rejection", "sample_padded"),
 )
 
 STAGES = (GREEDY, RANDOM, RECOVERED, EXPAND, SAMPLE, GREEDY_PADDED, SAMPLE_PADDED)
