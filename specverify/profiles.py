@@ -50,8 +50,8 @@ class Profile:
 
 
 PROFILES = {
-    "ci": Profile("ci", {"valid": 60, "hazard": 15, "invalid": 25}, randomized=False, database=False),
-    "nightly": Profile("nightly", {"valid": 600, "hazard": 150, "invalid": 100}, randomized=True, database=True),
+    "ci": Profile("ci", {"valid": 100, "hazard": 25, "invalid": 25}, randomized=False, database=False),
+    "nightly": Profile("nightly", {"valid": 1000, "hazard": 250, "invalid": 250}, randomized=True, database=True),
     "conformance": Profile("conformance", {"valid": 200, "hazard": 50, "invalid": 50}, randomized=False,
                            database=False, isolated=True),
 }
