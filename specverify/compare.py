@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specverify.materialize import GUARD
 from specverify.stage import Layout
 
 
@@ -74,7 +75,11 @@ def compare_buffer(field: str, expected: np.ndarray, actual: np.ndarray, defined
     else:
         where = f" storage gap at base [{', '.join(map(str, first))}]"
     def shown(value) -> str:
-        untouched = np.asarray(value).tobytes() == np.asarray(poison[first]).tobytes()
-        return f"untouched ({show(value)})" if untouched else show(value)
+        raw = np.asarray(value).tobytes()
+        if raw == np.asarray(poison[first]).tobytes():
+            return f"untouched ({show(value)})"
+        if raw == bytes([GUARD]) * len(raw):   # copied from the gap of a strided input
+            return f"an input's guard bytes ({show(value)}): read outside an input's view?"
+        return show(value)
 
     return Difference(field, where, kinds[first], shown(expected[first]), shown(actual[first]), counts)

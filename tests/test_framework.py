@@ -177,3 +177,25 @@ def test_readme_test_command_is_what_ci_runs():
     blocks = [b.split("```")[0].strip() for b in readme.split("```bash\n")[1:]]
     test_command = next(b for b in blocks if "pytest" in b)
     assert test_command in (root / ".ci" / "run").read_text()
+
+
+def test_conformance_checks_each_stage_in_its_own_process(tmp_path, capsys):
+    report = tmp_path / "report.json"
+    assert main(["check", "--profile", "conformance", "--stage", "rejection.expand", "--backend", "torch",
+                 "--examples", "3", "--cases", str(tmp_path), "--json", str(report)]) == 0
+    outcomes = json.loads(report.read_text())["outcomes"]
+    assert [(o["stage"], o["backend"], o["status"]) for o in outcomes][-1] == ("rejection.expand", "torch", "passed")
+    assert outcomes[-1]["examples"]["valid"] == 3
+
+
+def test_a_read_outside_an_input_view_is_named():
+    def oracle(*, x, out):
+        out[...] = x
+
+    def impl(*, x, out):
+        out.copy_(x.as_strided(x.shape, (1,)))   # ignores x's stride: reads its gaps
+
+    stage = Stage("toy.copy", (I("x", "int32", "N", strided=True),), (O("out", "int32", "N"),), oracle, None, {})
+    example = Example("valid", {"x": np.arange(3, dtype=np.int32)}, outputs={"out": Buffer((3,), "int32")},
+                      layouts={"x": Layout((2,), (0,))})
+    assert "guard bytes" in failure_of(Target(stage, "impl", "cpu", impl, "toy"), example)
