@@ -20,7 +20,7 @@ from rich.table import Table
 from specverify import backends, cases, env, registry
 from specverify.harness import Failure, OracleError, verify
 from specverify.profiles import PROFILES
-from specverify.report import outcome_from_json, outcome_to_json, write_json_report
+from specverify.report import outcome_from_json, write_json_report
 from specverify.runner import Outcome, check, failure_report, replay_command
 
 console = Console(highlight=False, soft_wrap=True)

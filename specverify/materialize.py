@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from specverify.stage import Buffer, Example, Layout, Stage
+from specverify.stage import Example, Layout, Stage
 
 POISON_A = 0xA5   # output fill for every implementation
 POISON_B = 0x5A   # second fill for the oracle: bytes equal under both fills are the ones it wrote

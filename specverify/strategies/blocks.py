@@ -63,12 +63,14 @@ def batch_size(ctx: DrawContext, low: int = 0, high: int | None = None) -> st.Se
 
 
 @st.composite
-def draft_batch(draw, ctx: DrawContext, low: int = 0) -> DraftBatch:
+def draft_batch(draw, ctx: DrawContext, low: int = 0, max_tokens: int | None = None) -> DraftBatch:
     """Per-request draft counts: empty batches, uniform K, ragged with zeros, mostly-zero, and a few
-    requests of more than 128 drafts among short ones; max_spec_len at or above the largest count."""
-    shape = draw(st.sampled_from(["uniform", "ragged", "sparse", "long"]))
+    requests of more than 128 drafts among short ones; max_spec_len at or above the largest count.
+    At most `max_tokens` (and the context's limit) drafts in all: later requests lose drafts first."""
+    cap = ctx.max_tokens if max_tokens is None else min(max_tokens, ctx.max_tokens)
+    shape = draw(st.sampled_from(["uniform", "ragged", "sparse", "long", "long"]))   # long: the 128 edge
     spec = draw(st.integers(0, 8)) if shape != "long" else draw(st.integers(129, 300))
-    budget = max(1, ctx.max_tokens // max(spec, 1))
+    budget = max(1, cap // max(spec, 1))
     batch = draw(batch_size(ctx, low, budget))
     rng = draw(generator())
     if shape == "uniform":
@@ -83,6 +85,10 @@ def draft_batch(draw, ctx: DrawContext, low: int = 0) -> DraftBatch:
         if batch:
             counts[draw(st.integers(0, batch - 1))] = spec
     spec = max(spec, int(counts.max(initial=0))) + draw(st.sampled_from([0, 0, 1, 3]))
+    ends = np.minimum(np.cumsum(counts), cap)
+    if len(ends) and ends[-1] < counts.sum():
+        label("batch: drafts cut to the token budget")
+        counts = np.diff(ends, prepend=0)
     label(f"batch: {shape}")
     label("batch: B=0" if batch == 0 else "batch: B=1" if batch == 1 else "batch: B>1")
     if batch and (counts == 0).any():

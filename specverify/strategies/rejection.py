@@ -137,20 +137,12 @@ def table_budget(ctx: DrawContext) -> tuple[int, int]:
     return (200_000, 48) if ctx.small else (2_000_000, 2048)
 
 
-def fit_tokens(batch: DraftBatch, budget: int) -> DraftBatch:
-    """The batch with its tokens cut to `budget` (later requests lose drafts first)."""
-    ends = np.minimum(np.cumsum(batch.counts), budget)
-    if len(ends) and ends[-1] < batch.num_tokens:
-        label("batch: drafts cut to the table budget")
-    return DraftBatch(np.diff(ends, prepend=0), batch.max_spec_len)
-
-
 @st.composite
 def sized_batch(draw, ctx: DrawContext, low: int = 0) -> tuple[DraftBatch, int]:
     """A draft batch and a vocab size whose [T, V] tables fit the budget (151936 comes with tiny T)."""
     vocab = draw(vocab_size(ctx))
     cells, tokens = table_budget(ctx)
-    return fit_tokens(draw(draft_batch(ctx, low)), min(tokens, cells // vocab)), vocab
+    return draw(draft_batch(ctx, low, min(tokens, cells // vocab))), vocab
 
 
 def request_of_tokens(counts: np.ndarray) -> np.ndarray:
