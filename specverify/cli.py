@@ -100,6 +100,11 @@ def cmd_list(args) -> int:
     return 0
 
 
+def impl_device(args) -> str:
+    """Where an outside implementation runs: --device, else CUDA when present."""
+    return args.device or ("cuda" if env.cuda_available() else "cpu")
+
+
 def resolve_targets(args):
     stages = registry.select(args.stage)
     if args.impl:
@@ -107,7 +112,7 @@ def resolve_targets(args):
             raise UsageError(f"--impl checks one stage; --stage selects {len(stages)}")
         if args.backend:
             raise UsageError("--impl and --backend exclude each other")
-        device = args.device or ("cuda" if env.cuda_available() else "cpu")
+        device = impl_device(args)
         why = backends.unavailable("torch", device)
         if why:
             raise UsageError(f"--device {device}: {why}")
@@ -227,7 +232,7 @@ def cmd_replay(args) -> int:
         raise UsageError(f"{args.path}: stage {stage_name!r} is not known to this version of specverify")
     stage = stages[stage_name]
     if args.impl:
-        device = args.device or ("cuda" if env.cuda_available() else "cpu")
+        device = impl_device(args)
         targets = [backends.target(stage, "impl", device, args.impl)]
     else:
         targets = [backends.target(stage, b, d) for _, b, d, why in

@@ -59,8 +59,7 @@ def compare_buffer(field: str, expected: np.ndarray, actual: np.ndarray, defined
     differs = element_bytes_differ(expected, actual)
     if not differs.any():
         return None
-    in_view = np.zeros(expected.shape, bool)
-    in_view[layout.view_index(view_shape)] = True
+    in_view = layout.view_mask(view_shape)
     still_poison = ~element_bytes_differ(actual, poison)
     kinds = np.full(expected.shape, "", dtype=object)
     kinds[differs & in_view & defined & still_poison] = "missing write"

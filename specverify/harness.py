@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from specverify.compare import compare_buffer
+from specverify.compare import compare_buffer, element_bytes_differ
 from specverify.materialize import POISON_A, POISON_B, Call, filled, same_value
 from specverify.stage import Example, Stage
 
@@ -82,17 +82,11 @@ def expected_buffers(stage: Stage, example: Example) -> tuple[dict, dict, dict]:
     bases_a, bases_b = call_a.output_bases(), call_b.output_bases()
     defined, before = {}, {}
     for name, base in bases_a.items():
-        itemsize = base.dtype.itemsize
-        same = (base.reshape(-1).view(np.uint8).reshape(-1, itemsize)
-                == bases_b[name].reshape(-1).view(np.uint8).reshape(-1, itemsize)).all(axis=1)
         if name in example.outputs:
-            defined[name] = same.reshape(base.shape)
+            defined[name] = ~element_bytes_differ(base, bases_b[name])
             before[name] = filled(base.shape, base.dtype, POISON_A)
         else:  # an in-place input: its whole view is defined, its gaps must keep their guard bytes
-            placed = call_a.placed(name)
-            mask = np.zeros(base.shape, bool)
-            mask[placed.layout.view_index(example.inputs[name].shape)] = True
-            defined[name] = mask
+            defined[name] = call_a.placed(name).layout.view_mask(example.inputs[name].shape)
             before[name] = call_a.input_bytes[name]
     return bases_a, defined, before
 

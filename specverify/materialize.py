@@ -112,8 +112,7 @@ class Call:
         for name, placed in self.placed_inputs.items():
             after = placed.base_numpy()
             if name in inout:  # only the gaps must hold; the view is compared as an output
-                mask = np.ones(after.shape, bool)
-                mask[placed.layout.view_index(self.example.inputs[name].shape)] = False
+                mask = ~placed.layout.view_mask(self.example.inputs[name].shape)
                 if not np.array_equal(after[mask].view(np.uint8), self.input_bytes[name][mask].view(np.uint8)):
                     changed.append(name)
             elif after.tobytes() != self.input_bytes[name].tobytes():

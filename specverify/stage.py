@@ -22,7 +22,7 @@ class Field:
     optional: bool = False   # may be None
     strided: bool = False    # may arrive as a non-contiguous view
     inout: bool = False      # an input the stage updates in place (checked like an output)
-    doc: str = ""            # one line for `specverify list --fields`
+    doc: str = ""            # one line on what the field holds
 
 
 def I(name: str, dtype: str, shape: str = "", **kw: Any) -> Field:  # noqa: E743 (reads like STAGES.md)
@@ -52,6 +52,12 @@ class Layout:
 
     def view_index(self, shape: tuple[int, ...]) -> tuple[slice, ...]:
         return tuple(slice(0, n * s, s) for n, s in zip(shape, self.step))
+
+    def view_mask(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Per element of the base: is it inside the view?"""
+        mask = np.zeros(self.base_shape(shape), bool)
+        mask[self.view_index(shape)] = True
+        return mask
 
     def to_json(self) -> dict:
         return {"step": list(self.step), "pad": list(self.pad)}
@@ -134,9 +140,3 @@ class Stage:
 
     def strategy(self, tier: str) -> Strategy | None:
         return {"valid": self.valid, "hazard": self.hazard, "invalid": self.invalid}[tier]
-
-    def field(self, name: str) -> Field:
-        for f in self.inputs + self.outputs:
-            if f.name == name:
-                return f
-        raise KeyError(f"{self.name} has no field {name!r}")

@@ -39,7 +39,7 @@ def drafts_against(draw, target: np.ndarray, counts: np.ndarray, vocab: int) -> 
                 "near the end": np.maximum(counts - rng.integers(1, 4, len(counts)), 0)}[kind]
     aim(int(accepted.max(initial=0)), "longest accepted prefix")
     size = len(target)
-    request = np.repeat(np.arange(len(counts)), counts)
+    request = request_of_tokens(counts)
     position = np.arange(size) - np.repeat(np.cumsum(counts) - counts, counts)
     other = (target + 1 + rng.integers(0, vocab - 1, size)) % vocab
     oov = vocab + rng.choice([0, 7], size)
