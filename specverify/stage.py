@@ -133,6 +133,9 @@ class Stage:
     rows: Callable[[Example], tuple[list[str], list[list[Any]]]] | None = None  # semantic row table
     host: bool = False                          # host stage: returns Python values, writes no buffers
     doc: str = ""                               # one line: what the stage does
+    semantics: str = ""                         # the contract in prose: what is computed, what is written
+    tiers: Mapping[str, str] = field(default_factory=dict)  # tier -> what its draws hold (for readers)
+    worked: Callable[[], Example] | None = None  # a small valid example `specverify show` runs and prints
 
     @property
     def family(self) -> str:
