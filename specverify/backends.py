@@ -1,22 +1,60 @@
-"""Backends and devices: which implementation of a stage runs where on this machine, and why not.
+"""Backends and targets: which implementation of a stage runs where on this machine, and why not.
 
-`oracle` (NumPy, the reference), `numpy` (host stages' production version), `torch` (CPU; CUDA when
-present), `triton` (CUDA when present, else the Triton interpreter on CPU tensors), and `impl`: an
-outside implementation named by import path.
+A backend is a small record; a target is one implementation of one stage on one device.
 """
 from __future__ import annotations
 
 import importlib
 import os
 import sys
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from specverify import env
-from specverify.harness import Target
 from specverify.stage import Stage
 
-BACKENDS = ("oracle", "numpy", "torch", "triton")
 DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    lib: str                      # how tensors are handed over: "numpy" arrays or "torch" tensors
+    devices: tuple[str, ...]      # where it can run at all
+    validates: bool               # refuses invalid input (the invalid tier applies)
+    slow_on_cpu: bool = False     # interpreted on the CPU: draws small shapes there
+    trusted: bool = True          # our own code (outside implementations always run isolated)
+
+
+BACKENDS = {
+    "oracle": Backend("oracle", "numpy", ("cpu",), validates=True),
+    "numpy": Backend("numpy", "numpy", ("cpu",), validates=True),
+    "torch": Backend("torch", "torch", DEVICES, validates=True),
+    "triton": Backend("triton", "torch", DEVICES, validates=True, slow_on_cpu=True),
+    "impl": Backend("impl", "torch", DEVICES, validates=False, trusted=False),
+}
+BUILT_IN = ("oracle", "numpy", "torch", "triton")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One implementation of one stage on one device."""
+    stage: Stage
+    backend: Backend
+    device: str
+    source: str                                   # "module:function" it is loaded from
+    impl: Callable[..., Any] | None = field(default=None, compare=False)  # given directly (tests)
+
+    @property
+    def label(self) -> str:
+        return f"{self.stage.name} on {self.backend.name}/{self.device}"
+
+    @property
+    def slow(self) -> bool:
+        return self.backend.slow_on_cpu and self.device == "cpu"
+
+    def load(self) -> Callable[..., Any]:
+        return self.impl if self.impl is not None else load(self.source)
 
 
 def unavailable(backend: str, device: str) -> str | None:
@@ -24,8 +62,8 @@ def unavailable(backend: str, device: str) -> str | None:
     env.prepare()
     if device not in DEVICES:
         return f"unknown device {device!r}"
-    if backend in ("oracle", "numpy"):
-        return None if device == "cpu" else "host code: runs on the CPU only"
+    if device not in BACKENDS[backend].devices:
+        return "host code: runs on the CPU only"
     if device == "cuda" and not env.cuda_available():
         return "no CUDA device (torch.cuda.is_available() is False)"
     if backend == "triton":
@@ -39,27 +77,31 @@ def unavailable(backend: str, device: str) -> str | None:
     return None
 
 
+class NotLoadable(ValueError):
+    """An import path that names no callable (a usage error, not a failure of the implementation)."""
+
+
 def load(path: str) -> Callable[..., Any]:
     """Import "package.module:function" (after the backend environment is prepared). Modules in the
-    current directory are found too, after installed ones, as under `python -m`."""
+    current directory are found too, after installed ones."""
     env.prepare()
     if os.getcwd() not in sys.path:
         sys.path.append(os.getcwd())
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
-        raise ValueError(f"implementation {path!r}: expected 'package.module:function'")
+        raise NotLoadable(f"implementation {path!r}: expected 'package.module:function'")
     module = importlib.import_module(module_name)
     try:
         func = getattr(module, attr)
     except AttributeError:
-        raise ValueError(f"implementation {path!r}: module {module_name} has no attribute {attr!r}") from None
+        raise NotLoadable(f"implementation {path!r}: module {module_name} has no attribute {attr!r}") from None
     if not callable(func):
-        raise ValueError(f"implementation {path!r} is not callable")
+        raise NotLoadable(f"implementation {path!r} is not callable")
     return func
 
 
 def stage_backends(stage: Stage) -> list[str]:
-    return ["oracle"] + [b for b in BACKENDS if b in stage.impls]
+    return ["oracle"] + [b for b in BUILT_IN if b in stage.impls]
 
 
 def target(stage: Stage, backend: str, device: str, impl_path: str | None = None) -> Target:
@@ -67,13 +109,13 @@ def target(stage: Stage, backend: str, device: str, impl_path: str | None = None
     if backend == "impl":
         if not impl_path:
             raise LookupError("backend 'impl' needs an import path")
-        return Target(stage, "impl", device, load(impl_path), impl_path)
+        return Target(stage, BACKENDS["impl"], device, impl_path)
     if backend == "oracle":
-        source = f"{stage.oracle.__module__}:{stage.oracle.__qualname__}"
-        return Target(stage, "oracle", device, stage.oracle, source)
+        return Target(stage, BACKENDS["oracle"], device, f"{stage.oracle.__module__}:{stage.oracle.__qualname__}",
+                      stage.oracle)
     if backend not in stage.impls:
         raise LookupError(f"{stage.name} has no {backend} implementation")
-    return Target(stage, backend, device, load(stage.impls[backend]), stage.impls[backend])
+    return Target(stage, BACKENDS[backend], device, stage.impls[backend])
 
 
 def matrix(stages: list[Stage], backends: list[str] | None = None,
@@ -85,7 +127,7 @@ def matrix(stages: list[Stage], backends: list[str] | None = None,
             if backends and backend not in backends:
                 continue
             for device in devices or DEVICES:
-                if backend in ("oracle", "numpy") and device != "cpu":
-                    continue  # host code: the CPU is its only device
+                if device not in BACKENDS[backend].devices:
+                    continue
                 rows.append((stage, backend, device, unavailable(backend, device)))
     return rows

@@ -2,10 +2,14 @@
 
 `cases/<stage>/<hash>.npz` holds the arrays (`input.<name>`) and a JSON header (`__meta__`: scalars,
 layouts, output buffers, containers, tier); `<hash>.json` beside it records who failed on it and how.
-Both are written to a temporary file in the same folder and renamed, so neither is ever half-written.
+Files are written to a temporary file in the same folder and renamed (never half-written), with the
+ordinary permissions of the umask; the sidecar's read-modify-write holds a lock on the folder, so writers
+in parallel (pytest -n) lose no record; temporary files and sidecars left by a killed writer are removed.
+Reading validates the header's every field and bounds the shapes before anything is allocated.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
@@ -13,14 +17,20 @@ import os
 import tempfile
 import time
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
-from specverify.stage import Buffer, Example, Layout
+from specverify.materialize import EXTRA_DTYPES, np_dtype
+from specverify.stage import TIERS, Buffer, Example, Layout
 
 FORMAT = "specverify-case/1"
+MAX_BUFFER_BYTES = 1 << 30        # one output buffer of a case (its strided base)
+MAX_CASE_BYTES = 4 << 30          # all the arrays of a case file, uncompressed
+STALE_SECONDS = 600               # a temporary file this old was left by a killed writer
+CONTAINERS = ("list", "ndarray", "tensor")
 
 
 class CaseError(Exception):
@@ -31,8 +41,23 @@ def default_dir() -> Path:
     return Path(os.environ.get("SPECVERIFY_CASES", "cases"))
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+FILE_MODE = 0o666 & ~_umask()
+
+
 def to_meta(stage: str, ex: Example) -> tuple[dict, dict[str, np.ndarray]]:
-    arrays = {f"input.{k}": v for k, v in ex.inputs.items() if isinstance(v, np.ndarray)}
+    arrays, dtypes = {}, {}
+    for k, v in ex.inputs.items():
+        if isinstance(v, np.ndarray):
+            if v.dtype.name in EXTRA_DTYPES:   # stored as same-width unsigned ints, the name in the header
+                dtypes[k] = v.dtype.name
+                v = v.view(f"u{v.dtype.itemsize}")
+            arrays[f"input.{k}"] = v
     scalars = {k: (v.item() if isinstance(v, np.generic) else v)
                for k, v in ex.inputs.items() if not isinstance(v, np.ndarray)}
     meta = {
@@ -42,6 +67,8 @@ def to_meta(stage: str, ex: Example) -> tuple[dict, dict[str, np.ndarray]]:
                         "layout": b.layout.to_json() if b.layout else None} for k, b in ex.outputs.items()},
         "containers": ex.containers, "bad_field": ex.bad_field, "rule": ex.rule,
     }
+    if dtypes:
+        meta["dtypes"] = dtypes
     return meta, arrays
 
 
@@ -55,9 +82,11 @@ def content_hash(meta: dict, arrays: dict[str, np.ndarray]) -> str:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` whole or not at all."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -68,61 +97,167 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
+@contextmanager
+def locked(directory: Path) -> Iterator[None]:
+    """Hold the folder's lock (other processes writing cases there wait)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def clean_stale(directory: Path) -> None:
+    """Remove what killed writers left: old temporary files, and sidecars whose case file is gone."""
+    cutoff = time.time() - STALE_SECONDS
+    for path in directory.iterdir():
+        try:
+            old = path.stat().st_mtime < cutoff
+        except OSError:
+            continue
+        stale_tmp = path.name.startswith(".") and path.name.endswith(".tmp")
+        orphan = path.suffix == ".json" and not path.with_suffix(".npz").exists()
+        if old and (stale_tmp or orphan):
+            path.unlink(missing_ok=True)
+
+
+def read_sidecar(path: Path, stage: str) -> dict:
+    """The sidecar's records; a damaged sidecar starts afresh (its case file is what matters)."""
+    try:
+        sidecar = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {"stage": stage, "failures": []}
+    if not isinstance(sidecar, dict) or not isinstance(sidecar.get("failures"), list):
+        return {"stage": stage, "failures": []}
+    sidecar["failures"] = [f for f in sidecar["failures"] if isinstance(f, dict)]
+    return sidecar
+
+
 def save(directory: Path, stage: str, ex: Example, record: dict[str, Any]) -> Path:
     """Store `ex` (once) under directory/stage/, and add `record` (backend, device, failure, ...) to its
     sidecar. Returns the .npz path."""
     meta, arrays = to_meta(stage, ex)
-    path = Path(directory) / stage / f"{content_hash(meta, arrays)}.npz"
-    if not path.exists():
-        buf = io.BytesIO()
-        np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
-        sidecar = {"stage": stage, "failures": []}
-        write_atomic(path.with_suffix(".json"), json.dumps(sidecar, indent=1).encode())
-        write_atomic(path, buf.getvalue())
-    sidecar_path = path.with_suffix(".json")
-    try:
-        sidecar = json.loads(sidecar_path.read_text())
-    except (OSError, ValueError):
-        sidecar = {"stage": stage, "failures": []}
-    key = (record.get("backend"), record.get("device"), record.get("source"))
-    failures = [f for f in sidecar.get("failures", [])
-                if (f.get("backend"), f.get("device"), f.get("source")) != key]
-    failures.append({**record, "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    sidecar["failures"] = failures
-    write_atomic(sidecar_path, json.dumps(sidecar, indent=1).encode())
+    folder = Path(directory) / stage
+    path = folder / f"{content_hash(meta, arrays)}.npz"
+    with locked(folder):
+        clean_stale(folder)
+        if not path.exists():
+            buf = io.BytesIO()
+            np.savez(buf, __meta__=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+            write_atomic(path, buf.getvalue())
+        sidecar_path = path.with_suffix(".json")
+        sidecar = read_sidecar(sidecar_path, stage)
+        key = (record.get("backend"), record.get("device"), record.get("source"))
+        failures = [f for f in sidecar["failures"] if (f.get("backend"), f.get("device"), f.get("source")) != key]
+        failures.append({**record, "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        sidecar["failures"] = failures
+        write_atomic(sidecar_path, json.dumps(sidecar, indent=1).encode())
     return path
+
+
+def failures_of(path: Path) -> list[dict]:
+    """The failure records beside a case file (empty when there is no readable sidecar)."""
+    return read_sidecar(Path(path).with_suffix(".json"), "")["failures"]
 
 
 def load(path: Path | str) -> tuple[str, Example]:
     """The stage name and example stored in a case file; CaseError with one clear line otherwise."""
     path = Path(path)
-    if path.exists() and not zipfile.is_zipfile(path):
+    if not path.exists():
+        raise CaseError(f"{path}: no such case file")
+    if not zipfile.is_zipfile(path):
         raise CaseError(f"{path}: not a readable case file (not an .npz archive, or truncated)")
     try:
+        with zipfile.ZipFile(path) as archive:
+            size = sum(info.file_size for info in archive.infolist())
+        if size > MAX_CASE_BYTES:
+            raise CaseError(f"{path}: its arrays would take {size} bytes (at most {MAX_CASE_BYTES})")
         with np.load(path, allow_pickle=False) as data:
             files = {name: data[name] for name in data.files}
-    except FileNotFoundError:
-        raise CaseError(f"{path}: no such case file") from None
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+    except CaseError:
+        raise
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, MemoryError) as exc:
         raise CaseError(f"{path}: not a readable case file ({type(exc).__name__}: {exc})") from None
     if "__meta__" not in files:
         raise CaseError(f"{path}: not a specverify case file (an .npz without the __meta__ header)")
     try:
         meta = json.loads(files.pop("__meta__").tobytes().decode())
-        if meta.get("format") != FORMAT:
-            raise CaseError(f"{path}: unsupported case format {meta.get('format')!r} (expected {FORMAT})")
-        inputs: dict[str, Any] = dict(meta["scalars"])
-        for name, value in files.items():
-            if not name.startswith("input."):
-                raise CaseError(f"{path}: unexpected array {name!r} in a case file")
-            inputs[name.removeprefix("input.")] = value
-        outputs = {k: Buffer(tuple(b["shape"]), b["dtype"], Layout.from_json(b["layout"]) if b["layout"] else None)
-                   for k, b in meta["outputs"].items()}
-        example = Example(tier=meta["tier"], inputs=inputs, outputs=outputs,
-                          layouts={k: Layout.from_json(v) for k, v in meta["layouts"].items()},
-                          containers=meta["containers"], bad_field=meta["bad_field"], rule=meta["rule"])
-        return meta["stage"], example
-    except CaseError:
-        raise
-    except (KeyError, TypeError, ValueError, UnicodeDecodeError) as exc:
-        raise CaseError(f"{path}: damaged case header ({type(exc).__name__}: {exc})") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CaseError(f"{path}: damaged case header ({type(exc).__name__})") from None
+    try:
+        return example_from(meta, files)
+    except (HeaderError, KeyError, TypeError, ValueError) as exc:
+        raise CaseError(f"{path}: damaged case header ({exc})") from None
+
+
+class HeaderError(ValueError):
+    """A header field of the wrong type or out of its bounds."""
+
+
+def need(ok: bool, what: str) -> None:
+    if not ok:
+        raise HeaderError(what)
+
+
+def is_int(x: Any, low: int = 0, high: int = 2**31) -> bool:
+    return type(x) is int and low <= x <= high
+
+
+def layout_from(d: Any, ndim: int, what: str) -> Layout:
+    need(isinstance(d, dict) and isinstance(d.get("step"), list) and isinstance(d.get("pad"), list),
+         f"{what}: a layout needs lists 'step' and 'pad'")
+    need(len(d["step"]) == ndim and len(d["pad"]) == ndim, f"{what}: layout rank differs from the array's")
+    need(all(is_int(s, 1, 64) for s in d["step"]), f"{what}: steps must be ints in [1, 64]")
+    need(all(is_int(p, 0, 1 << 20) for p in d["pad"]), f"{what}: pads must be ints in [0, 2^20]")
+    order = d.get("order")
+    need(order is None or (isinstance(order, list) and sorted(order) == list(range(ndim))
+                           and all(type(a) is int for a in order)), f"{what}: order must be a permutation")
+    return Layout.from_json(d)
+
+
+def example_from(meta: Any, files: dict[str, np.ndarray]) -> tuple[str, Example]:
+    """Validate a case header field by field and build the example it describes."""
+    need(isinstance(meta, dict), "the header is not a JSON object")
+    need(meta.get("format") == FORMAT, f"unsupported case format {meta.get('format')!r:.40} (expected {FORMAT})")
+    for key, kind in (("stage", str), ("tier", str), ("scalars", dict), ("layouts", dict), ("outputs", dict),
+                      ("containers", dict), ("rule", str)):
+        need(isinstance(meta.get(key), kind), f"'{key}' must be a {kind.__name__}")
+    need(meta["tier"] in TIERS, f"'tier' must be one of {TIERS}")
+    need(meta.get("bad_field") is None or isinstance(meta["bad_field"], str), "'bad_field' must be a string")
+    dtypes = meta.get("dtypes", {})
+    need(isinstance(dtypes, dict) and all(v in EXTRA_DTYPES for v in dtypes.values()), "'dtypes' is damaged")
+    inputs: dict[str, Any] = dict(meta["scalars"])
+    for name, value in files.items():
+        need(name.startswith("input."), f"unexpected array {name!r}")
+        key = name.removeprefix("input.")
+        inputs[key] = value.view(np_dtype(dtypes[key])) if key in dtypes else value
+    outputs = {}
+    for name, b in meta["outputs"].items():
+        need(isinstance(b, dict) and isinstance(b.get("shape"), list) and isinstance(b.get("dtype"), str),
+             f"output {name!r}: needs a 'shape' list and a 'dtype'")
+        need(all(is_int(n) for n in b["shape"]), f"output {name!r}: dimensions must be ints in [0, 2^31]")
+        try:
+            dtype = np_dtype(b["dtype"])
+        except TypeError:
+            raise HeaderError(f"output {name!r}: unknown dtype {b['dtype']!r:.40}") from None
+        layout = None if b.get("layout") is None else layout_from(b["layout"], len(b["shape"]), f"output {name!r}")
+        base = layout.base_shape(tuple(b["shape"])) if layout else tuple(b["shape"])
+        nbytes = int(np.prod(base, dtype=object)) * dtype.itemsize
+        need(nbytes <= MAX_BUFFER_BYTES, f"output {name!r} would take {nbytes} bytes (at most {MAX_BUFFER_BYTES})")
+        outputs[name] = Buffer(tuple(b["shape"]), b["dtype"], layout)
+    layouts = {}
+    for name, d in meta["layouts"].items():
+        value = inputs.get(name)
+        need(isinstance(value, np.ndarray), f"layout for {name!r}, which is not an array input")
+        layouts[name] = layout_from(d, value.ndim, f"input {name!r}")
+        nbytes = int(np.prod(layouts[name].base_shape(value.shape), dtype=object)) * value.dtype.itemsize
+        need(nbytes <= MAX_BUFFER_BYTES, f"input {name!r} would take {nbytes} bytes (at most {MAX_BUFFER_BYTES})")
+    need(all(isinstance(v, str) and v in CONTAINERS for v in meta["containers"].values()),
+         f"containers must be among {CONTAINERS}")
+    need(meta["tier"] != "invalid" or isinstance(meta.get("bad_field"), str), "an invalid case names its field")
+    example = Example(tier=meta["tier"], inputs=inputs, outputs=outputs, layouts=layouts,
+                      containers=meta["containers"], bad_field=meta.get("bad_field"), rule=meta["rule"])
+    return meta["stage"], example

@@ -1,27 +1,27 @@
 """The command line: `specverify list | check | replay`.
 
-Exit status: 0 when everything checked passed, 1 on any failure, 2 on bad usage or an unreadable case.
+Exit status: 0 when everything checked passed, 1 on any failure, 2 on bad usage, an unreadable case or
+a report that could not be written, 3 when nothing was checked (every target skipped).
 """
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
-import tempfile
-from collections import Counter
+import warnings
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from specverify import backends, cases, env, registry
-from specverify.harness import Failure, OracleError, verify
+import specverify
+from specverify import backends, cases, env, registry, session
+from specverify.calls import error_text
+from specverify.checks import Outcome
+from specverify.harness import Failure, OracleError
 from specverify.profiles import PROFILES
-from specverify.report import outcome_from_json, write_json_report
-from specverify.runner import Outcome, check, failure_report, replay_command
+from specverify.report import coverage_tables, failure_report, replay_command, summary_table, write_json_report
+
+PASSED, FAILED, USAGE, NOTHING_CHECKED = 0, 1, 2, 3
 
 console = Console(highlight=False, soft_wrap=True)
 if not console.is_terminal:  # logs and pipes: wide enough that tables never fold a stage name
@@ -34,13 +34,14 @@ class UsageError(Exception):
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="specverify", description=__doc__.splitlines()[0])
+    top.add_argument("--version", action="version", version=f"specverify {specverify.__version__}")
     sub = top.add_subparsers(dest="command", required=True)
 
     sub.add_parser("list", help="stages x backends x devices, and what runs here")
 
     chk = sub.add_parser("check", help="search for inputs where an implementation differs from the oracle")
     chk.add_argument("--stage", action="append", metavar="NAME", help="stage name or glob (repeatable)")
-    chk.add_argument("--backend", action="append", choices=backends.BACKENDS, help="(repeatable)")
+    chk.add_argument("--backend", action="append", choices=backends.BUILT_IN, help="(repeatable)")
     chk.add_argument("--device", choices=backends.DEVICES)
     chk.add_argument("--examples", type=positive, metavar="N", help="valid-tier examples per stage and backend")
     chk.add_argument("--seed", type=int, metavar="S", help="run seed (default: 0, or fresh for nightly)")
@@ -49,13 +50,18 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--cases", type=Path, default=None, metavar="DIR", help="where failing cases go")
     chk.add_argument("--json", type=Path, metavar="PATH", help="also write a machine-readable report")
     chk.add_argument("--coverage", action="store_true", help="print what the draws covered, per stage")
-    chk.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
+    chk.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
+                     help="run implementations in worker processes (default: the profile's; always for --impl)")
+    chk.add_argument("--timeout", type=seconds, metavar="S", help="time limit per call (default: the profile's)")
+    chk.add_argument("--target-timeout", type=seconds, metavar="S",
+                     help="time limit per target, all its checks (default: the profile's)")
 
     rep = sub.add_parser("replay", help="re-run a case file on every backend (or one) and print the diff")
     rep.add_argument("path", type=Path)
-    rep.add_argument("--backend", choices=backends.BACKENDS)
+    rep.add_argument("--backend", choices=backends.BUILT_IN)
     rep.add_argument("--device", choices=backends.DEVICES)
     rep.add_argument("--impl", metavar="MODULE:FUNCTION")
+    rep.add_argument("--timeout", type=seconds, metavar="S", help="time limit of an --impl call (default 120)")
     return top
 
 
@@ -66,13 +72,22 @@ def positive(text: str) -> int:
     return value
 
 
+def seconds(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be a positive number of seconds")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return {"list": cmd_list, "check": cmd_check, "replay": cmd_replay}[args.command](args)
+        with warnings.catch_warnings():   # kernels' and interpreters' warnings are not the run's output
+            warnings.simplefilter("ignore")
+            return {"list": cmd_list, "check": cmd_check, "replay": cmd_replay}[args.command](args)
     except (UsageError, LookupError, cases.CaseError) as exc:
         console.print(f"specverify {args.command}: error: {exc}", markup=False)
-        return 2
+        return USAGE
 
 
 def cmd_list(args) -> int:
@@ -97,132 +112,107 @@ def cmd_list(args) -> int:
     console.print(table)
     for why, key in reasons.items():
         console.print(f"{key} {why}", markup=False)
-    return 0
+    return PASSED
 
 
 def impl_device(args) -> str:
-    """Where an outside implementation runs: --device, else CUDA when present."""
-    return args.device or ("cuda" if env.cuda_available() else "cpu")
+    """Where an outside implementation runs: --device (which must be here), else CUDA when present."""
+    device = args.device or ("cuda" if env.cuda_available() else "cpu")
+    why = backends.unavailable("torch", device)
+    if why:
+        raise UsageError(f"--device {device}: {why}")
+    return device
 
 
-def resolve_targets(args):
+def resolve_targets(args) -> tuple[list, list[Outcome]]:
     stages = registry.select(args.stage)
     if args.impl:
         if len(stages) != 1:
             raise UsageError(f"--impl checks one stage; --stage selects {len(stages)}")
         if args.backend:
             raise UsageError("--impl and --backend exclude each other")
-        device = impl_device(args)
-        why = backends.unavailable("torch", device)
+        return [backends.target(stages[0], "impl", impl_device(args), args.impl)], []
+    if args.device:
+        why = backends.unavailable("torch", args.device)
         if why:
-            raise UsageError(f"--device {device}: {why}")
-        try:
-            return [backends.target(stages[0], "impl", device, args.impl)], []
-        except (ImportError, ValueError) as exc:
-            raise UsageError(f"--impl {args.impl}: {exc}") from None
+            raise UsageError(f"--device {args.device}: {why}")
     runnable, skipped = [], []
-    for stage, backend, device, why in backends.matrix(stages, args.backend,
-                                                       [args.device] if args.device else None):
+    for stage, backend, device, why in backends.matrix(stages, args.backend, [args.device] if args.device else None):
         if why is None:
             runnable.append(backends.target(stage, backend, device))
-        elif (args.backend or args.device) and not args.in_process:  # asked for: say why it does not run
-            skipped.append(Outcome(stage.name, backend, device, status="skipped", headline=why))
+        elif args.backend or args.device:  # asked for: say why it does not run
+            skipped.append(Outcome(stage.name, backend, device, "-", status="skipped", headline=why))
     if not runnable and not skipped:
         raise UsageError("nothing to check: no selected stage has the selected backend")
     return runnable, skipped
 
 
+class ProgressListener(session.Listener):
+    """A live display: every (target, check) pair, and the examples of the one running."""
+
+    def __init__(self, progress: Progress, total: int):
+        self.bar = progress
+        self.overall = progress.add_task("checks", total=total)
+        self.task = None
+
+    def check_started(self, target, check, planned) -> None:
+        self.task = self.bar.add_task(f"  {target.label}: {check}", total=planned)
+
+    def progress(self, done: int) -> None:
+        if self.task is not None:
+            self.bar.update(self.task, completed=done)
+
+    def check_done(self, target, outcome) -> None:
+        if self.task is not None:
+            self.bar.remove_task(self.task)
+            self.task = None
+        self.bar.advance(self.overall)
+        mark = {"passed": "ok", "failed": "FAILED", "error": "ERROR", "skipped": "skip"}[outcome.status]
+        self.bar.console.print(f"{mark:6} {target.label}: {outcome.check}  ({outcome.examples} examples, "
+                                    f"{outcome.seconds:.1f}s)", markup=False)
+
+
 def cmd_check(args) -> int:
     profile = PROFILES[args.profile]
     targets, outcomes = resolve_targets(args)
-    run_seed = profile.run_seed(args.seed)
-    cases_dir = args.cases or cases.default_dir()
-    console.print(f"specverify check: profile {profile.name}, seed {run_seed}, {len(targets)} target(s), "
-                  f"cases to {cases_dir}/", markup=False)
-    if profile.isolated and not args.in_process and not args.impl:
-        outcomes += run_isolated(targets, args, run_seed, cases_dir)
-    else:
-        outcomes += run_here(targets, profile, args.examples, run_seed, cases_dir)
-    if not args.in_process:  # a stage's own process reports to its parent through --json
-        print_summary(outcomes)
-        if args.coverage:
-            print_coverage(outcomes)
-    if args.json:
-        write_json_report(args.json, outcomes, profile.name, run_seed)
-    return 1 if any(o.status in ("failed", "error") for o in outcomes) else 0
-
-
-def run_here(targets, profile, examples, run_seed, cases_dir) -> list[Outcome]:
-    outcomes = []
+    options = session.Options(profile, profile.run_seed(args.seed), args.examples,
+                              args.cases or cases.default_dir(), args.isolate, args.timeout, args.target_timeout)
+    total = session.planned(targets, options)
+    mode = "isolated" if options.isolated or args.impl else "in process"
+    console.print(f"specverify check: profile {profile.name}, seed {options.run_seed}, {len(targets)} target(s), "
+                  f"{total} check(s), {mode}, cases to {options.cases_dir}/", markup=False)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as progress:
-        overall = progress.add_task("targets", total=len(targets))
-        for target in targets:
-            task = progress.add_task(f"  {target.label}", total=None)
-            outcome = check(target, profile, examples, run_seed, cases_dir,
-                            progress=lambda n, task=task: progress.update(task, completed=n))
-            progress.remove_task(task)
-            progress.advance(overall)
-            mark = {"passed": "ok", "failed": "FAILED", "error": "ERROR"}[outcome.status]
-            progress.console.print(f"{mark:6} {target.label}  ({outcome.total} examples, "
-                                   f"{outcome.seconds:.1f}s)", markup=False)
-            outcomes.append(outcome)
-    return outcomes
-
-
-def run_isolated(targets, args, run_seed, cases_dir) -> list[Outcome]:
-    """Each stage in its own process: a kernel that crashes the interpreter fails its stage alone."""
-    outcomes = []
-    by_stage: dict[str, list] = {}
-    for t in targets:
-        by_stage.setdefault(t.stage.name, []).append(t)
-    for name, group in by_stage.items():
-        with tempfile.TemporaryDirectory() as tmp:
-            report = Path(tmp) / "report.json"
-            cmd = [sys.executable, "-m", "specverify", "check", "--in-process", "--stage", name,
-                   "--profile", args.profile, "--seed", str(run_seed), "--cases", str(cases_dir),
-                   "--json", str(report)]
-            for b in sorted({t.backend for t in group}):
-                cmd += ["--backend", b]
-            if args.device:
-                cmd += ["--device", args.device]
-            if args.examples:
-                cmd += ["--examples", str(args.examples)]
-            done = subprocess.run(cmd, env=dict(os.environ))
-            if report.exists():
-                outcomes += [outcome_from_json(o) for o in json.loads(report.read_text())["outcomes"]]
-            else:
-                for t in group:
-                    outcomes.append(Outcome(name, t.backend, t.device, status="error",
-                                            headline=f"the stage's process died (exit status {done.returncode})"))
-    return outcomes
-
-
-def print_summary(outcomes: list[Outcome]) -> None:
-    table = Table("stage", "backend", "device", "examples", "result", "time", title="specverify check")
-    for o in outcomes:
-        result = {"passed": "passed", "failed": "[red]FAILED[/red]", "error": "[red]ERROR[/red]",
-                  "skipped": f"skipped: {o.headline}"}[o.status]
-        tiers = " ".join(f"{t[0]}{n}" for t, n in o.examples.items())
-        found = f", failed at {o.found_after}" if o.found_after else ""
-        table.add_row(o.stage, o.backend, o.device, f"{o.total} ({tiers}{found})" if o.total else "-", result,
-                      f"{o.seconds:.1f}s")
-    console.print(table)
+        try:
+            outcomes += session.run(targets, options, ProgressListener(progress, total))
+        except session.ImplementationNotFound as exc:
+            raise UsageError(f"--impl {exc}") from None
+    console.print(summary_table(outcomes))
     for o in outcomes:
         if o.status in ("failed", "error"):
             console.print(o.report or o.headline, markup=False)
+    if args.coverage:
+        for table in coverage_tables(outcomes):
+            console.print(table)
+    status = exit_status(outcomes)
+    if status == NOTHING_CHECKED:
+        console.print("specverify check: nothing was checked: every target was skipped", markup=False)
+    if args.json:
+        try:
+            write_json_report(args.json, outcomes, profile.name, options.run_seed, status)
+        except OSError as exc:
+            console.print(f"specverify check: error: the report could not be written to {args.json}: "
+                          f"{error_text(exc)}", markup=False)
+            return status if status == FAILED else USAGE
+    return status
 
 
-def print_coverage(outcomes: list[Outcome]) -> None:
-    """Each stage's equivalence classes (strategy labels) and how many draws fell in each."""
-    by_stage: dict[str, Counter] = {}
-    for o in outcomes:
-        by_stage.setdefault(o.stage, Counter()).update(o.coverage)
-    for stage, seen in by_stage.items():
-        table = Table("class", "draws", title=f"{stage}: what the draws covered (all backends)")
-        for name, count in sorted(seen.items()):
-            table.add_row(name, str(count))
-        console.print(table)
+def exit_status(outcomes: list[Outcome]) -> int:
+    if any(o.status in ("failed", "error") for o in outcomes):
+        return FAILED
+    if not any(o.status == "passed" for o in outcomes):
+        return NOTHING_CHECKED
+    return PASSED
 
 
 def cmd_replay(args) -> int:
@@ -232,8 +222,7 @@ def cmd_replay(args) -> int:
         raise UsageError(f"{args.path}: stage {stage_name!r} is not known to this version of specverify")
     stage = stages[stage_name]
     if args.impl:
-        device = impl_device(args)
-        targets = [backends.target(stage, "impl", device, args.impl)]
+        targets = [backends.target(stage, "impl", impl_device(args), args.impl)]
     else:
         targets = [backends.target(stage, b, d) for _, b, d, why in
                    backends.matrix([stage], [args.backend] if args.backend else None,
@@ -241,12 +230,16 @@ def cmd_replay(args) -> int:
         if not targets:
             raise UsageError(f"no backend of {stage_name} runs here with the options given")
     console.print(f"replay {args.path}: {stage_name}, {example.tier} tier", markup=False)
+    outside = sorted({f.get("source", "?") for f in cases.failures_of(args.path) if f.get("backend") == "impl"})
+    if outside and not args.impl:
+        console.print(f"  note: this case failed for an outside implementation ({', '.join(outside)}); "
+                      f"replay it with --impl {outside[0]}. Our own backends:", markup=False)
     failed = False
     for target in targets:
         try:
-            verify(target, example)
-            console.print(f"  passed  {target.backend}/{target.device}", markup=False)
+            session.verify_example(target, example, args.timeout or 120.0)
+            console.print(f"  passed  {target.backend.name}/{target.device}", markup=False)
         except (Failure, OracleError) as exc:
             failed = True
             console.print(failure_report(target, example, exc, replay_command(args.path, target)), markup=False)
-    return 1 if failed else 0
+    return FAILED if failed else PASSED

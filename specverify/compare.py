@@ -1,25 +1,29 @@
-"""Byte comparison of output buffers, and the words a difference is reported in."""
+"""Byte comparison of argument slots, and the words a difference is reported in."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from specverify.materialize import GUARD
-from specverify.stage import Layout
+from specverify.materialize import GUARD, GUARD_B, Slot
+
+KINDS = ("wrong value", "missing write", "stray write", "write into a gap")
 
 
 @dataclass
 class Difference:
-    """The first differing element of one output buffer, and counts of every kind of difference."""
+    """The first differing element of one slot, and counts of every kind of difference."""
     field: str
-    where: str          # "[2, 1]" in the view, or "storage gap at base [2, 9]"
-    kind: str           # "wrong value", "missing write", "stray write", "write into a gap"
-    expected: str
-    actual: str
-    counts: dict[str, int]
+    where: str          # "[2, 1]" in the view, or " storage gap at base [2, 9]"
+    kind: str           # one of KINDS, or a guard write
+    expected: str = ""
+    actual: str = ""
+    counts: dict[str, int] = field(default_factory=dict)
+    text: str = ""      # a whole message instead of expected/actual (guards, buffers)
 
     def line(self) -> str:
+        if self.text:
+            return self.text
         tally = ", ".join(f"{n} {k}" for k, n in self.counts.items() if n)
         return (f"{self.field}{self.where}: {self.kind}: expected {self.expected}, got {self.actual}"
                 f"  ({tally})")
@@ -28,57 +32,127 @@ class Difference:
 def show(value: np.ndarray) -> str:
     """One element as its value and, for floats, its bits."""
     value = np.asarray(value).reshape(1)
-    item = value[0].item()
     bits = value.view(np.uint8).tobytes()[::-1].hex()
-    if value.dtype.kind == "f":
-        return f"{item!r} (0x{bits})"
     if value.dtype.kind == "b":
         raw = int(value.view(np.uint8)[0])
-        return f"{item!r}" if raw in (0, 1) else f"bool byte 0x{raw:02x}"
-    return f"{item!r}"
+        return f"{bool(raw)!r}" if raw in (0, 1) else f"bool byte 0x{raw:02x}"
+    item = value[0].item()
+    if value.dtype.kind in "iu":
+        return f"{item!r}"
+    return f"{float(item)!r} (0x{bits})"
+
+
+def raw_hex(value: np.ndarray) -> str:
+    return "0x" + np.asarray(value).reshape(1).view(np.uint8).tobytes()[::-1].hex()
 
 
 def element_bytes_differ(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Per element of the base: does any byte differ?"""
+    """Per element: does any byte differ?"""
     itemsize = a.dtype.itemsize
-    da = a.reshape(-1).view(np.uint8).reshape(-1, itemsize)
-    db = b.reshape(-1).view(np.uint8).reshape(-1, itemsize)
+    da = np.ascontiguousarray(a).reshape(-1).view(np.uint8).reshape(-1, itemsize)
+    db = np.ascontiguousarray(b).reshape(-1).view(np.uint8).reshape(-1, itemsize)
     return (da != db).any(axis=1).reshape(a.shape)
 
 
-def compare_buffer(field: str, expected: np.ndarray, actual: np.ndarray, defined: np.ndarray,
-                   poison: np.ndarray, layout: Layout, view_shape: tuple[int, ...]) -> Difference | None:
-    """Compare one whole base allocation byte for byte.
+def guard_difference(slot: Slot, before: np.ndarray, after: np.ndarray, what: str) -> Difference | None:
+    """A write into the guard before or after a slot (`what`: "" for outputs, "input " for inputs)."""
+    front_b, _, back_b = slot.split(before)
+    front_a, _, back_a = slot.split(after)
+    size = slot.itemsize
+    changed = np.nonzero(back_a != back_b)[0]
+    if len(changed):
+        n = int(changed.max()) // size + 1
+        return Difference(slot.name, "", "write past the end", text=(
+            f"write past the end of {what}`{slot.name}` by {n} element{'s' * (n > 1)} "
+            f"({len(changed)} guard byte(s) changed)"))
+    changed = np.nonzero(front_a != front_b)[0]
+    if len(changed):
+        n = (len(front_b) - int(changed.min()) + size - 1) // size
+        return Difference(slot.name, "", "write before the start", text=(
+            f"write before the start of {what}`{slot.name}` by {n} element{'s' * (n > 1)} "
+            f"({len(changed)} guard byte(s) changed)"))
+    return None
 
-    expected/actual: the base after the oracle's and the implementation's call; defined: per base element,
-    whether the stage writes it; poison: the base before the call (what an unwritten element holds).
+
+def compare_output(slot: Slot, expected: np.ndarray, actual: np.ndarray, defined: np.ndarray,
+                   before: np.ndarray) -> Difference | None:
+    """Compare one output slot byte for byte: its guards, then its whole base.
+
+    expected/actual/before: arenas after the oracle's call, after the implementation's call, and before
+    any call; defined: per base element, whether the stage writes it.
     """
-    if expected.dtype != actual.dtype or expected.shape != actual.shape:
-        return Difference(field, "", "buffer changed", f"{expected.dtype}{list(expected.shape)}",
-                          f"{actual.dtype}{list(actual.shape)}", {})
-    differs = element_bytes_differ(expected, actual)
+    guard = guard_difference(slot, before, actual, "")
+    if guard is not None:
+        return guard
+    _, exp, _ = slot.split(expected)
+    _, act, _ = slot.split(actual)
+    _, poison, _ = slot.split(before)
+    differs = element_bytes_differ(exp, act)
     if not differs.any():
         return None
-    in_view = layout.view_mask(view_shape)
-    still_poison = ~element_bytes_differ(actual, poison)
-    kinds = np.full(expected.shape, "", dtype=object)
+    layout = slot.layout
+    in_view = layout.view_mask(slot.shape)
+    still_poison = ~element_bytes_differ(act, poison)
+    kinds = np.full(exp.shape, "", dtype=object)
     kinds[differs & in_view & defined & still_poison] = "missing write"
     kinds[differs & in_view & defined & ~still_poison] = "wrong value"
     kinds[differs & in_view & ~defined] = "stray write"
     kinds[differs & ~in_view] = "write into a gap"
-    order = ("wrong value", "missing write", "stray write", "write into a gap")
-    counts = {k: int((kinds == k).sum()) for k in order}
+    counts = {k: int((kinds == k).sum()) for k in KINDS}
     first = tuple(int(i) for i in np.argwhere(differs)[0])
     if in_view[first]:
-        where = "[" + ", ".join(str(i // s) for i, s in zip(first, layout.step)) + "]"
+        where = "[" + ", ".join(map(str, layout.view_position(first))) + "]"
     else:
         where = f" storage gap at base [{', '.join(map(str, first))}]"
+
     def shown(value) -> str:
         raw = np.asarray(value).tobytes()
         if raw == np.asarray(poison[first]).tobytes():
-            return f"untouched ({show(value)})"
-        if raw == bytes([GUARD]) * len(raw):   # copied from the gap of a strided input
-            return f"an input's guard bytes ({show(value)}): read outside an input's view?"
+            return f"untouched (poison {raw_hex(value)})"
+        if raw in (bytes([GUARD]) * len(raw), bytes([GUARD_B]) * len(raw)):
+            return f"an input's guard bytes ({raw_hex(value)}): read outside an input?"
         return show(value)
 
-    return Difference(field, where, kinds[first], shown(expected[first]), shown(actual[first]), counts)
+    return Difference(slot.name, where, kinds[first], shown(exp[first]), shown(act[first]), counts)
+
+
+def compare_untouched(slot: Slot, actual: np.ndarray, writable: np.ndarray, before: np.ndarray) -> Difference | None:
+    """Hazard tier: every element outside `writable` (per base element) still holds its poison."""
+    guard = guard_difference(slot, before, actual, "")
+    if guard is not None:
+        return guard
+    _, act, _ = slot.split(actual)
+    _, poison, _ = slot.split(before)
+    stray = element_bytes_differ(act, poison) & ~writable
+    if not stray.any():
+        return None
+    in_view = slot.layout.view_mask(slot.shape)
+    first = tuple(int(i) for i in np.argwhere(stray)[0])
+    if in_view[first]:
+        where, kind = "[" + ", ".join(map(str, slot.layout.view_position(first))) + "]", "stray write"
+    else:
+        where, kind = f" storage gap at base [{', '.join(map(str, first))}]", "write into a gap"
+    return Difference(slot.name, where, kind, f"untouched (poison {raw_hex(poison[first])})", show(act[first]),
+                      {"stray write": int((stray & in_view).sum()), "write into a gap": int((stray & ~in_view).sum())})
+
+
+def input_difference(slot: Slot, before: np.ndarray, after: np.ndarray) -> str | None:
+    """How the call changed an input slot: its guards, its gaps, or (not for in-place inputs) its view."""
+    guard = guard_difference(slot, before, after, "input ")
+    if guard is not None:
+        return guard.text
+    _, b, _ = slot.split(before)
+    _, a, _ = slot.split(after)
+    differs = element_bytes_differ(b, a)
+    if not differs.any():
+        return None
+    in_view = slot.layout.view_mask(slot.shape)
+    gaps = differs & ~in_view
+    if gaps.any():
+        first = tuple(int(i) for i in np.argwhere(gaps)[0])
+        return f"wrote into the storage gaps of input `{slot.name}` (base [{', '.join(map(str, first))}])"
+    if slot.role == "inout":
+        return None
+    first = tuple(int(i) for i in np.argwhere(differs)[0])
+    at = ", ".join(map(str, slot.layout.view_position(first)))
+    return f"changed its input `{slot.name}` at [{at}]: was {show(b[first])}, now {show(a[first])}"

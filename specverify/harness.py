@@ -1,223 +1,223 @@
-"""Checking one implementation on one example against the oracle.
+"""The verdict on one call of an implementation, computed from the bytes it left behind.
 
-`verify` raises `Failure` with a full report when the implementation breaks the contract: a differing
-byte in an output, a write outside the defined region, a changed input, an invalid input accepted, a
-hazard invariant broken, or a crash.
+`verify` runs the oracle here, has a caller (in process or isolated) run the implementation on the same
+planned arena, and raises `Failure` with the first broken promise: an error, exit, crash or time-out; a
+write into a guard, a gap or an input; an output byte that differs from the oracle's; a hazard invariant; an
+invalid input accepted or refused without naming its field; an output that depends on bytes outside the
+inputs (an out-of-bounds read, found by running again with another guard pattern).
 """
 from __future__ import annotations
 
-import io
-import traceback
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from specverify.compare import compare_buffer, element_bytes_differ
-from specverify.materialize import POISON_A, POISON_B, Call, filled, same_value
+from specverify import materialize
+from specverify.calls import Result, invoke
+from specverify.compare import compare_output, compare_untouched, element_bytes_differ, input_difference
+from specverify.materialize import GUARD_B, GUARD_BYTES, POISON_A, POISON_B, Plan, as_container, same_value
 from specverify.stage import Example, Stage
-
-
-@dataclass(frozen=True)
-class Target:
-    """One implementation of one stage on one device."""
-    stage: Stage
-    backend: str            # "oracle", "numpy", "torch", "triton" or "impl"
-    device: str             # "cpu" or "cuda"
-    impl: Callable[..., Any]
-    source: str             # "module:function" it was loaded from
-
-    @property
-    def lib(self) -> str:
-        """How tensor arguments are handed over: NumPy arrays or torch tensors."""
-        return "numpy" if self.backend in ("oracle", "numpy") else "torch"
-
-    @property
-    def label(self) -> str:
-        return f"{self.stage.name} on {self.backend}/{self.device}"
 
 
 class Failure(AssertionError):
     """An implementation broke the stage's contract on one example."""
 
-    def __init__(self, headline: str, detail: str = ""):
+    def __init__(self, headline: str, detail: str = "", kind: str = "wrong"):
         super().__init__(headline)
-        self.headline, self.detail = headline, detail
+        self.headline, self.detail, self.kind = headline, detail, kind
 
 
 class OracleError(Exception):
     """The oracle itself rejected an example its own strategy drew as valid: a bug in one of them."""
 
 
-def error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+@dataclass
+class Expected:
+    """What the oracle does with one example."""
+    plan: Plan
+    before: np.ndarray                  # the arena before any call (poison A)
+    after: np.ndarray                   # the arena after the oracle's call
+    defined: dict[str, np.ndarray]      # per output (and in-place input) slot: the base elements it writes
+    returned: Any
 
 
-def crash(target: Target, exc: BaseException) -> Failure:
-    frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    return Failure(f"{target.label} raised {error_text(exc)}", "".join(frames[-6:]))
+def run_oracle(stage: Stage, example: Example, poison: int) -> tuple[Plan, np.ndarray, np.ndarray, Any]:
+    """(plan, arena before, arena after, returned value) of the oracle's call."""
+    plan, arena = materialize.plan(stage, example, poison)
+    before = arena.copy()
+    returned, error, _ = invoke(stage.oracle, plan, arena, "numpy", "cpu", False, None)
+    if error is not None:
+        raise OracleError(f"the oracle of {stage.name} rejected a {example.tier}-tier example: {error.text}")
+    return plan, before, arena, returned
 
 
-def synchronize(device: str) -> None:
-    if device == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
-
-
-def run_oracle(stage: Stage, example: Example, fill: int) -> tuple[Call, Any]:
-    call = Call(stage, example, "numpy", "cpu", fill)
-    try:
-        result = stage.oracle(**call.kwargs)
-    except Exception as exc:
-        raise OracleError(f"the oracle of {stage.name} rejected a {example.tier}-tier example: "
-                          f"{error_text(exc)}") from exc
-    return call, result
+def expect(stage: Stage, example: Example) -> Expected:
+    plan, before, after, returned = run_oracle(stage, example, POISON_A)
+    defined = {}
+    outputs = [s for s in plan.slots.values() if s.role != "input"]
+    if outputs:
+        _, _, after_b, _ = run_oracle(stage, example, POISON_B)
+        for slot in outputs:
+            if slot.role == "inout":   # its whole view is defined; its gaps must keep their guard bytes
+                defined[slot.name] = slot.layout.view_mask(slot.shape)
+            else:
+                defined[slot.name] = ~element_bytes_differ(slot.split(after)[1], slot.split(after_b)[1])
+    return Expected(plan, before, after, defined, returned)
 
 
-def expected_buffers(stage: Stage, example: Example) -> tuple[dict, dict, dict]:
-    """The oracle's output bases under poison A, which elements it defines, and the bases before the call."""
-    call_a, _ = run_oracle(stage, example, POISON_A)
-    call_b, _ = run_oracle(stage, example, POISON_B)
-    bases_a, bases_b = call_a.output_bases(), call_b.output_bases()
-    defined, before = {}, {}
-    for name, base in bases_a.items():
-        if name in example.outputs:
-            defined[name] = ~element_bytes_differ(base, bases_b[name])
-            before[name] = filled(base.shape, base.dtype, POISON_A)
-        else:  # an in-place input: its whole view is defined, its gaps must keep their guard bytes
-            defined[name] = call_a.placed(name).layout.view_mask(example.inputs[name].shape)
-            before[name] = call_a.input_bytes[name]
-    return bases_a, defined, before
+def output_views(plan: Plan, arena: np.ndarray) -> dict[str, np.ndarray]:
+    """Every output's (and in-place input's) view after a call, as NumPy."""
+    return {name: slot.view_of(slot.split(arena)[1]) for name, slot in plan.slots.items() if slot.role != "input"}
 
 
-def verify(target: Target, example: Example) -> None:
-    """Run `target` on `example`; raise Failure if it breaks the contract."""
-    if example.tier == "invalid":
-        verify_rejects(target, example)
-    elif target.stage.host:
-        verify_host(target, example)
-    else:
-        verify_buffers(target, example)
+def changed_inputs(plan: Plan, before: np.ndarray, result: Result) -> list[str]:
+    found = []
+    for slot in plan.slots.values():
+        if slot.role != "output":
+            problem = input_difference(slot, before, result.arena)
+            if problem:
+                found.append(problem)
+    originals = {**plan.values, **{k: as_container(v, c) for k, (c, v) in plan.containers.items()}}
+    for name, value in originals.items():
+        if name not in result.values or not same_value(value, result.values[name]):
+            found.append(f"changed its input `{name}`")
+    return found
 
 
-def call_target(target: Target, call: Call) -> Any:
-    try:
-        result = target.impl(**call.kwargs)
-        synchronize(target.device)
-    except Exception as exc:
-        raise crash(target, exc) from exc
-    return result
+def hazard_writable(slot, defined: np.ndarray) -> np.ndarray:
+    """Hazard tier: where an implementation may write. The oracle's emitted region may legitimately
+    differ on pathological inputs, so any element of a view row (first axis) the oracle writes to; never a
+    gap, never a row the oracle leaves alone."""
+    in_view = slot.layout.view_mask(slot.shape)
+    if slot.role == "inout":
+        return in_view
+    if len(slot.shape) < 2:
+        return defined & in_view
+    rows = slot.view_of(defined).reshape(slot.shape[0], int(np.prod(slot.shape[1:]))).any(axis=1)
+    writable = np.zeros(slot.base_shape, bool)
+    view = slot.view_of(writable)
+    view[rows] = True
+    return writable
 
 
-def verify_buffers(target: Target, example: Example) -> None:
-    stage = target.stage
-    expected, defined, before = expected_buffers(stage, example)
-    call = Call(stage, example, target.lib, target.device)
-    call_target(target, call)
-    changed = call.changed_inputs()
+def judge(stage: Stage, example: Example, expected: Expected, result: Result, label: str) -> Failure | None:
+    """The first broken promise of one call, or None."""
+    if result.error is not None:
+        return Failure(f"{label} {result.error.headline()}", result.error.trace, result.error.kind)
+    changed = changed_inputs(expected.plan, expected.before, result)
     if changed:
-        raise Failure(f"{target.label} changed its input(s) {', '.join(changed)}")
-    actual = call.output_bases()
+        return Failure(f"{label} {changed[0]}", "\n".join(changed[1:]))
+    if stage.host:
+        from specverify.report import first_value_difference
+
+        where = first_value_difference(expected.returned, result.returned, "result")
+        return Failure(f"{label}: {where}") if where else None
+    plan, lines = expected.plan, []
+    outputs = [s for s in plan.slots.values() if s.role != "input"]
     if example.tier == "hazard":
-        broken = stage.invariants(example, call.output_views()) if stage.invariants else []
+        broken = stage.invariants(example, output_views(plan, result.arena)) if stage.invariants else []
         if broken:
-            raise Failure(f"{target.label}, hazard tier: " + "; ".join(broken))
-        return
-    lines = []
-    for name in actual:
-        placed = call.placed(name)
-        diff = compare_buffer(name, expected[name], actual[name], defined[name], before[name],
-                              placed.layout, tuple(placed.view.shape))
-        if diff is not None:
-            lines.append(diff.line())
-    if lines:
-        raise Failure(f"{target.label}: {lines[0]}", "\n".join(lines[1:]))
-
-
-def verify_host(target: Target, example: Example) -> None:
-    stage = target.stage
-    _, expected = run_oracle(stage, example, POISON_A)
-    call = Call(stage, example, target.lib, target.device)
-    actual = call_target(target, call)
-    changed = call.changed_inputs()
-    if changed:
-        raise Failure(f"{target.label} changed its input(s) {', '.join(changed)}")
-    where = first_value_difference(expected, actual, "result")
-    if where:
-        raise Failure(f"{target.label}: {where}")
-
-
-def first_value_difference(expected: Any, actual: Any, path: str) -> str | None:
-    """Where two host values first differ, types included (None when equal)."""
-    if type(expected) is not type(actual):
-        return f"{path}: expected a {type(expected).__name__} ({expected!r:.60}), got a {type(actual).__name__} ({actual!r:.60})"
-    if isinstance(expected, (list, tuple)):
-        for i, (e, a) in enumerate(zip(expected, actual)):
-            found = first_value_difference(e, a, f"{path}[{i}]")
-            if found:
-                return found
-        if len(expected) != len(actual):
-            return f"{path}: expected length {len(expected)}, got {len(actual)}"
-        return None
-    if isinstance(expected, dict):
-        if expected.keys() != actual.keys():
-            return f"{path}: expected keys {sorted(expected)}, got {sorted(actual)}"
-        for k in expected:
-            found = first_value_difference(expected[k], actual[k], f"{path}[{k!r}]")
-            if found:
-                return found
-        return None
-    if not same_value(expected, actual):
-        return f"{path}: expected {expected!r}, got {actual!r}"
-    return None
-
-
-def verify_rejects(target: Target, example: Example) -> None:
-    """An invalid-tier example must be refused with ValueError or TypeError naming the broken field."""
-    from specverify.kernels.checks import checked_mode
-
-    call = Call(target.stage, example, target.lib, target.device)
-    field, rule = example.bad_field, example.rule
-    try:
-        with checked_mode():
-            target.impl(**call.kwargs)
-            synchronize(target.device)
-    except (ValueError, TypeError) as exc:
-        if field in str(exc):
-            return
-        raise Failure(f"{target.label} refused invalid input ({field}: {rule}) without naming "
-                      f"{field!r}: {error_text(exc)}") from exc
-    except Exception as exc:
-        raise Failure(f"{target.label} crashed on invalid input ({field}: {rule}) instead of a clear "
-                      f"ValueError or TypeError: {error_text(exc)}") from exc
-    raise Failure(f"{target.label} accepted invalid input: {field}: {rule}")
-
-
-def inputs_table(stage: Stage, example: Example, width: int = 110) -> str:
-    """The semantic inputs as a small table (the stage's row view, or one line per field)."""
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
-
-    if stage.rows is not None:
-        headers, rows = stage.rows(example)
+            return Failure(f"{label}, hazard tier: " + "; ".join(broken))
+        for slot in outputs:
+            diff = compare_untouched(slot, result.arena, hazard_writable(slot, expected.defined[slot.name]),
+                                     expected.before)
+            if diff is not None:
+                lines.append(diff.line())
     else:
-        headers = ["field", "value"]
-        rows = [[k, describe_value(v)] for k, v in example.inputs.items()]
-    table = Table(*headers, box=None, pad_edge=False, show_edge=False)
-    limit = 12
-    for row in rows[:limit]:
-        table.add_row(*[Text(str(x)) for x in row])   # Text: "[0.5]" is a value, not rich markup
-    out = io.StringIO()
-    Console(file=out, width=width, color_system=None, soft_wrap=False).print(table)
-    more = f"  ... {len(rows) - limit} more rows\n" if len(rows) > limit else ""
-    return out.getvalue() + more
+        for slot in outputs:
+            diff = compare_output(slot, expected.after, result.arena, expected.defined[slot.name], expected.before)
+            if diff is not None:
+                lines.append(diff.line())
+    if not lines:
+        return None
+    if result.returned is not None:
+        lines.append(f"hint: it returned a {type(result.returned).__name__} instead of None: a buffer stage "
+                     "writes its outputs into the buffers it is given (destination passing)")
+    return Failure(f"{label}: {lines[0]}", "\n".join(lines[1:]))
 
 
-def describe_value(value: Any, limit: int = 16) -> str:
-    if isinstance(value, np.ndarray):
-        flat = value.reshape(-1)[:limit].tolist()
-        tail = " ..." if value.size > limit else ""
-        return f"{value.dtype}{list(value.shape)} {flat}{tail}"
-    return repr(value)
+def guard_bytes(plan: Plan, names: list[str]) -> np.ndarray:
+    """Per arena byte: is it a guard or gap byte of one of the named input slots?"""
+    mask = np.zeros(plan.size, bool)
+    for name in names:
+        slot = plan.slots[name]
+        mask[slot.offset:slot.offset + GUARD_BYTES] = True
+        mask[slot.end - GUARD_BYTES:slot.end] = True
+        gaps = ~slot.layout.view_mask(slot.shape)
+        start = slot.offset + GUARD_BYTES
+        mask[start:start + slot.base_bytes] = np.repeat(gaps.reshape(-1), slot.itemsize)
+    return mask
+
+
+def out_of_bounds_read(stage: Stage, example: Example, caller, expected: Expected, first: Result,
+                       label: str) -> Failure | None:
+    """Run again with the inputs' guard and gap bytes changed: outputs that change read outside an input.
+    The input is named by changing one input's guards at a time."""
+    inputs = [n for n, s in expected.plan.slots.items() if s.role != "output"]
+    outputs = [s for s in expected.plan.slots.values() if s.role != "input"]
+    if not inputs or not outputs:
+        return None
+
+    def written(arena: np.ndarray) -> list[bytes]:
+        """Each output's bytes (an in-place input: its view only; its guards hold the guard pattern)."""
+        return [(s.view_of(s.split(arena)[1]).tobytes() if s.role == "inout" else arena[s.offset:s.end].tobytes())
+                for s in outputs]
+
+    def outputs_with(names: list[str]) -> list[bytes] | None:
+        arena = expected.before.copy()
+        arena[guard_bytes(expected.plan, names)] = GUARD_B
+        result = caller.call(expected.plan, arena)
+        if result.error is not None or result.arena is None:
+            return None
+        return written(result.arena)
+
+    reference = written(first.arena)
+    changed = outputs_with(inputs)
+    if changed is None or changed == reference:
+        return None
+    again = outputs_with([])
+    if again != reference:
+        return Failure(f"{label} is nondeterministic: the same call gave different output bytes", kind="wrong")
+    culprits = [n for n in inputs if outputs_with([n]) != reference] if len(inputs) > 1 else inputs
+    which = [s.name for s, a, b in zip(outputs, reference, changed) if a != b]
+    named = ", ".join(f"`{n}`" for n in culprits) or "two or more inputs together"
+    return Failure(f"{label} read outside input {named}: {', '.join(which)} changed when the bytes "
+                   f"around the input's view changed (past its end, before its start or in its gaps)", kind="oob-read")
+
+
+def verify(stage: Stage, example: Example, caller, label: str, guard_check: bool = False) -> None:
+    """Run one example through `caller`; raise Failure if the implementation breaks the contract."""
+    if example.tier == "invalid":
+        verify_refusal(stage, example, caller, label)
+        return
+    expected = expect(stage, example)
+    plan, arena = materialize.plan(stage, example)
+    result = caller.call(plan, arena)
+    failure = judge(stage, example, expected, result, label)
+    if result.error is None and result.arena is not None and (failure is not None or guard_check):
+        failure = out_of_bounds_read(stage, example, caller, expected, result, label) or failure
+    if failure is not None:
+        raise failure
+
+
+def verify_refusal(stage: Stage, example: Example, caller, label: str) -> None:
+    """An invalid-tier example must be refused with ValueError or TypeError naming the broken field."""
+    plan, arena = materialize.plan(stage, example)
+    result = caller.call(plan, arena, checked=True)
+    field, rule = example.bad_field, example.rule
+    error = result.error
+    if error is None:
+        raise Failure(f"{label} accepted invalid input: {field}: {rule}")
+    if error.kind == "raised" and ("ValueError" in error.types or "TypeError" in error.types):
+        if field in error.text:
+            return
+        raise Failure(f"{label} refused invalid input ({field}: {rule}) without naming {field!r}: {error.text}")
+    raise Failure(f"{label} crashed on invalid input ({field}: {rule}) instead of a clear ValueError or "
+                  f"TypeError: {error.headline()}", error.trace, error.kind)
+
+
+def oracle_outputs(stage: Stage, example: Example) -> Any:
+    """What the oracle gives on a valid example: its output views (a host stage: its returned value)."""
+    plan, _, after, returned = run_oracle(stage, example, POISON_A)
+    return returned if stage.host else output_views(plan, after)

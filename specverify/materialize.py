@@ -1,13 +1,17 @@
 """Handing an example to an implementation, and reading back what it did.
 
-Every tensor argument lives in a *base* allocation: guard bytes around a strided view for inputs,
-poison bytes everywhere for outputs. After the call the whole base is read back, so a write anywhere
-outside the defined region (the gaps of a strided view included) shows up byte for byte.
+Every tensor argument is one *slot* of a byte arena: a front guard, the base allocation (the strided
+layout's storage, gaps included), a back guard. The view handed over starts at a non-zero offset inside it,
+so a write one element past either end lands in a guard. Inputs' guards and gaps hold a guard pattern,
+outputs are poisoned everywhere. After the call the whole arena is read back and judged byte for byte by
+the caller (`harness`), never by the process that ran the implementation.
+
+The arena is plain bytes and a `Plan` is plain data, so an isolated worker needs nothing else.
 """
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -16,21 +20,22 @@ from specverify.stage import Example, Layout, Stage
 
 POISON_A = 0xA5   # output fill for every implementation
 POISON_B = 0x5A   # second fill for the oracle: bytes equal under both fills are the ones it wrote
-GUARD = 0xC3      # fill of the gaps of strided inputs
+GUARD = 0xC3      # inputs' guards and gaps
+GUARD_B = 0x3C    # second guard pattern: an output that changes with it read outside an input
+GUARD_BYTES = 256  # each side of every slot
+ALIGN = 256        # slot starts: enough for any vector load a kernel may assume
+
+# dtypes NumPy lacks (ml_dtypes' NumPy types), handed to torch by same-width bit views
+EXTRA_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 
-@dataclass
-class Placed:
-    """An array as handed over: its base allocation and the view passed to the implementation."""
-    base: Any          # np.ndarray or torch.Tensor
-    view: Any
-    layout: Layout
+def np_dtype(name: str) -> np.dtype:
+    """A NumPy dtype by name, ml_dtypes' types included."""
+    if name in EXTRA_DTYPES:
+        import ml_dtypes
 
-    def base_numpy(self) -> np.ndarray:
-        base = self.base
-        if not isinstance(base, np.ndarray):
-            base = base.detach().cpu().numpy()
-        return base.copy()
+        return np.dtype(getattr(ml_dtypes, name))
+    return np.dtype(name)
 
 
 def contiguous_layout(ndim: int) -> Layout:
@@ -42,20 +47,96 @@ def filled(shape: tuple[int, ...], dtype: np.dtype, byte: int) -> np.ndarray:
     return np.full(count * dtype.itemsize, byte, np.uint8).view(dtype).reshape(shape)
 
 
-def place(values: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype, layout: Layout | None,
-          fill: int, lib: str, device: str) -> Placed:
-    """Allocate the base filled with `fill`, write `values` (if any) into the view, hand it over."""
-    layout = layout or contiguous_layout(len(shape))
-    base = filled(layout.base_shape(shape), dtype, fill)
-    index = layout.view_index(shape)
-    if values is not None:
-        base[index] = values
-    if lib == "numpy":
-        return Placed(base, base[index], layout)
-    import torch
+@dataclass(frozen=True)
+class Slot:
+    """Where one tensor argument lives in the arena."""
+    name: str
+    role: str                  # "input", "output" or "inout" (an input the stage updates in place)
+    dtype: str
+    shape: tuple[int, ...]     # of the view handed over
+    layout: Layout
+    offset: int                # byte offset of the front guard in the arena
 
-    tensor = torch.from_numpy(base).to(device)
-    return Placed(tensor, tensor[index], layout)
+    @property
+    def itemsize(self) -> int:
+        return np_dtype(self.dtype).itemsize
+
+    @property
+    def base_shape(self) -> tuple[int, ...]:
+        return self.layout.base_shape(self.shape)
+
+    @property
+    def base_bytes(self) -> int:
+        return int(np.prod(self.base_shape, dtype=np.int64)) * self.itemsize
+
+    @property
+    def end(self) -> int:
+        return self.offset + 2 * GUARD_BYTES + self.base_bytes
+
+    def split(self, arena: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(front guard bytes, base as the slot's dtype, back guard bytes) of an arena."""
+        start = self.offset + GUARD_BYTES
+        base = arena[start:start + self.base_bytes].view(np_dtype(self.dtype)).reshape(self.base_shape)
+        return arena[self.offset:start], base, arena[start + self.base_bytes:self.end]
+
+    def view_of(self, base):
+        return self.layout.to_view(base[self.layout.view_index(self.shape)])
+
+
+@dataclass
+class Plan:
+    """One call's arguments: tensor slots in an arena, and everything else by value."""
+    stage: str
+    slots: dict[str, Slot]
+    values: dict[str, Any]                       # scalars, lists, None
+    containers: dict[str, tuple[str, np.ndarray]] = field(default_factory=dict)  # host stages
+    size: int = 0                                # arena bytes
+
+    def kwargs_order(self, stage: Stage) -> list[str]:
+        return [f.name for f in stage.inputs] + [f.name for f in stage.outputs if f.name in self.slots]
+
+
+def plan(stage: Stage, example: Example, poison: int = POISON_A,
+         guard: int = GUARD) -> tuple[Plan, np.ndarray]:
+    """The plan of one call of `stage` on `example`, and its arena before the call."""
+    inout = {f.name for f in stage.inputs if f.inout}
+    slots, values, containers = {}, {}, {}
+    offset = 0
+    fills: list[tuple[Slot, int, np.ndarray | None]] = []
+    for name, value in example.inputs.items():
+        if stage.host and name in example.containers and value is not None:
+            containers[name] = (example.containers[name], np.asarray(value))
+        elif isinstance(value, np.ndarray):
+            role = "inout" if name in inout else "input"
+            slot = Slot(name, role, value.dtype.name, tuple(value.shape), example.layouts.get(name) or contiguous_layout(value.ndim), offset)
+            slots[name] = slot
+            fills.append((slot, guard, value))
+            offset = aligned(slot.end)
+        else:
+            values[name] = scalar(value)
+    for name, buf in example.outputs.items():
+        slot = Slot(name, "output", buf.dtype, tuple(buf.shape), buf.layout or contiguous_layout(len(buf.shape)),
+                    offset)
+        slots[name] = slot
+        fills.append((slot, poison, None))
+        offset = aligned(slot.end)
+    arena = np.empty(offset, np.uint8)
+    for slot, byte, value in fills:
+        arena[slot.offset:slot.end] = byte
+        if value is not None:
+            _, base, _ = slot.split(arena)
+            view = slot.view_of(base)
+            view[...] = value
+    return Plan(stage.name, slots, values, containers, offset), arena
+
+
+def aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def scalar(value: Any) -> Any:
+    """Python scalars for implementations: NumPy scalars become int, float or bool."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def as_container(value: np.ndarray, container: str) -> Any:
@@ -71,75 +152,49 @@ def as_container(value: np.ndarray, container: str) -> Any:
     raise ValueError(f"containers: unknown container {container!r} (list, ndarray or tensor)")
 
 
-def scalar(value: Any) -> Any:
-    """Python scalars for implementations: NumPy scalars become int, float or bool."""
-    return value.item() if isinstance(value, np.generic) else value
+def torch_dtype(name: str):
+    import torch
+
+    return getattr(torch, name)
 
 
-class Call:
-    """The arguments of one call of an implementation, and what it did to them."""
+class Bound:
+    """A plan's arguments made real in one library on one device, over an arena."""
 
-    def __init__(self, stage: Stage, example: Example, lib: str, device: str, fill: int = POISON_A):
-        self.stage, self.example = stage, example
-        self.placed_inputs: dict[str, Placed] = {}
-        self.placed_outputs: dict[str, Placed] = {}
-        self.other_inputs: dict[str, Any] = {}       # scalars, lists, host containers: compared by value
+    def __init__(self, plan: Plan, arena: np.ndarray, lib: str, device: str):
+        self.plan, self.arena, self.lib, self.device = plan, arena, lib, device
         self.kwargs: dict[str, Any] = {}
-        for name, value in example.inputs.items():
-            if stage.host and name in example.containers and value is not None:
-                self.kwargs[name] = as_container(np.asarray(value), example.containers[name])
-                self.other_inputs[name] = copy.deepcopy(self.kwargs[name])
-            elif isinstance(value, np.ndarray):
-                placed = place(value, value.shape, value.dtype, example.layouts.get(name), GUARD, lib, device)
-                self.placed_inputs[name] = placed
-                self.kwargs[name] = placed.view
-            else:
-                self.kwargs[name] = copy.deepcopy(scalar(value))
-                self.other_inputs[name] = copy.deepcopy(self.kwargs[name])
-        self.input_bytes = {n: p.base_numpy() for n, p in self.placed_inputs.items()}
-        for name, buf in example.outputs.items():
-            placed = place(None, buf.shape, np.dtype(buf.dtype), buf.layout, fill, lib, device)
-            self.placed_outputs[name] = placed
-            self.kwargs[name] = placed.view
+        self.device_slots: dict[str, Any] = {}     # CUDA: the device copy of each slot's bytes
+        for name, value in plan.values.items():
+            self.kwargs[name] = copy.deepcopy(value)
+        for name, (container, value) in plan.containers.items():
+            self.kwargs[name] = as_container(value, container)
+        for name, slot in plan.slots.items():
+            self.kwargs[name] = self.view(slot)
 
-    def inout_names(self) -> list[str]:
-        return [f.name for f in self.stage.inputs if f.inout and f.name in self.placed_inputs]
+    def view(self, slot: Slot):
+        if self.lib == "numpy":
+            _, base, _ = slot.split(self.arena)
+            return slot.view_of(base)
+        import torch
 
-    def changed_inputs(self) -> list[str]:
-        """Inputs (other than in-place ones' views) whose bytes or values changed in the call."""
-        changed = []
-        inout = set(self.inout_names())
-        for name, placed in self.placed_inputs.items():
-            after = placed.base_numpy()
-            if name in inout:  # only the gaps must hold; the view is compared as an output
-                mask = ~placed.layout.view_mask(self.example.inputs[name].shape)
-                if not np.array_equal(after[mask].view(np.uint8), self.input_bytes[name][mask].view(np.uint8)):
-                    changed.append(name)
-            elif after.tobytes() != self.input_bytes[name].tobytes():
-                changed.append(name)
-        for name, before in self.other_inputs.items():
-            if not same_value(before, self.kwargs[name]):
-                changed.append(name)
-        return changed
+        raw = torch.from_numpy(self.arena[slot.offset:slot.end])
+        if self.device != "cpu":
+            raw = raw.to(self.device)
+            self.device_slots[slot.name] = raw
+        start = GUARD_BYTES
+        base = raw[start:start + slot.base_bytes].view(torch_dtype(slot.dtype)).view(slot.base_shape)
+        return slot.view_of(base)
 
-    def output_bases(self) -> dict[str, np.ndarray]:
-        """Every output's base (and every in-place input's base) as NumPy, after the call."""
-        found = {n: p.base_numpy() for n, p in self.placed_outputs.items()}
-        for name in self.inout_names():
-            found[name] = self.placed_inputs[name].base_numpy()
-        return found
+    def read_back(self) -> None:
+        """Copy device slots back into the arena (CPU slots are the arena already)."""
+        for name, raw in self.device_slots.items():
+            slot = self.plan.slots[name]
+            self.arena[slot.offset:slot.end] = raw.cpu().numpy()
 
-    def output_views(self) -> dict[str, np.ndarray]:
-        """Every output's view as NumPy, after the call (for invariants)."""
-        views = {}
-        for name, base in self.output_bases().items():
-            placed = self.placed_outputs.get(name) or self.placed_inputs[name]
-            shape = tuple(placed.view.shape)
-            views[name] = base[placed.layout.view_index(shape)]
-        return views
-
-    def placed(self, name: str) -> Placed:
-        return self.placed_outputs.get(name) or self.placed_inputs[name]
+    def values_after(self) -> dict[str, Any]:
+        """The non-tensor arguments as they are after the call (an implementation must not change them)."""
+        return {name: self.kwargs[name] for name in (*self.plan.values, *self.plan.containers)}
 
 
 def same_value(a: Any, b: Any) -> bool:

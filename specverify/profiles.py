@@ -4,7 +4,11 @@
   off, no example database: the same inputs on every run.
 - nightly: a fresh seed per run (printed, so a run can be replayed), ten times the examples, the example
   database on, Hypothesis' targeting phase steering towards the boundary metrics strategies report.
-- conformance: derandomized, database off, each stage checked in its own process.
+- conformance: derandomized, database off, every implementation in a worker process, every example run
+  twice with two guard patterns (an out-of-bounds read shows).
+
+Outside implementations always run in worker processes, whatever the profile. Time limits: per call, and
+per target (all its checks together); in this process the per-call limit interrupts Python code only.
 """
 from __future__ import annotations
 
@@ -21,7 +25,10 @@ class Profile:
     examples: dict[str, int]     # per tier, for one stage on one backend
     randomized: bool             # a fresh seed per run (else seed 0)
     database: bool               # keep Hypothesis' example database (.hypothesis/)
-    isolated: bool = False       # check each stage in its own process
+    isolated: bool = False       # every implementation in a worker process
+    guard_check: bool = False    # every example twice, with two guard patterns
+    example_timeout: float | None = 300.0   # seconds per call
+    target_timeout: float | None = None     # seconds per target, all its checks
 
     def count(self, tier: str, examples: int | None = None) -> int:
         """Examples for a tier; `examples` (--examples) sets the valid tier, the others scale with it."""
@@ -50,10 +57,12 @@ class Profile:
 
 
 PROFILES = {
-    "ci": Profile("ci", {"valid": 100, "hazard": 25, "invalid": 25}, randomized=False, database=False),
+    "ci": Profile("ci", {"valid": 100, "hazard": 25, "invalid": 25}, randomized=False, database=False,
+                  target_timeout=900.0),
     "nightly": Profile("nightly", {"valid": 1000, "hazard": 250, "invalid": 250}, randomized=True, database=True),
     "conformance": Profile("conformance", {"valid": 200, "hazard": 50, "invalid": 50}, randomized=False,
-                           database=False, isolated=True),
+                           database=False, isolated=True, guard_check=True, example_timeout=120.0,
+                           target_timeout=1800.0),
 }
 
 

@@ -1,7 +1,8 @@
-"""The pytest side: profile options, the stage x backend x device matrix, and case files as tests.
+"""The pytest side: profile options, the (stage, backend, device, check) matrix, and case files as tests.
 
 Loaded by the repository's conftest.py (`pytest_plugins`). Every `cases/<stage>/<hash>.npz` is
-collected as one regression test per backend and device that runs here.
+collected as one regression test per backend and device that runs here; a damaged case file is one
+failing test with its one-line reason, never a collection error.
 """
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from specverify import backends, cases, registry
-from specverify.harness import Failure, OracleError, verify
+from specverify import backends, cases, registry, session
+from specverify.checks import CHECKS
+from specverify.harness import Failure, OracleError
 from specverify.profiles import PROFILES
-from specverify.runner import check, failure_report, replay_command
+from specverify.report import failure_report, replay_command
 
 
 def pytest_addoption(parser):
@@ -23,24 +25,30 @@ def pytest_addoption(parser):
     group.addoption("--specverify-seed", type=int, default=None, help="run seed (default: the profile's)")
 
 
-def run_stage_check(config, stage_name: str, backend: str, device: str) -> None:
-    """The body of a generated stage test: search, and fail with the full report."""
+def run_stage_check(config, stage_name: str, backend: str, device: str, check: str) -> None:
+    """The body of a generated stage test: one check of one target; fails with the full report."""
     stage = registry.all_stages()[stage_name]
     why = backends.unavailable(backend, device)
     if why:
         pytest.skip(why)
     profile = PROFILES[config.getoption("--specverify-profile")]
-    outcome = check(backends.target(stage, backend, device), profile,
-                    run_seed=profile.run_seed(config.getoption("--specverify-seed")),
-                    cases_dir=config.rootpath / "cases")
+    options = session.Options(profile, profile.run_seed(config.getoption("--specverify-seed")),
+                              cases_dir=config.rootpath / "cases", checks=(check,))
+    [outcome] = session.run([backends.target(stage, backend, device)], options)
     if outcome.status != "passed":
-        pytest.fail(outcome.report, pytrace=False)
+        pytest.fail(outcome.report or outcome.headline, pytrace=False)
 
 
 def stage_matrix() -> list:
-    """pytest params: every stage x backend x device (unavailable ones skip with their reason)."""
-    return [pytest.param(stage.name, backend, device, id=f"{stage.name}-{backend}-{device}")
-            for stage, backend, device, _ in backends.matrix(list(registry.all_stages().values()))]
+    """pytest params: every stage x backend x device x check that applies (unavailable devices skip)."""
+    params = []
+    for stage, backend, device, _ in backends.matrix(list(registry.all_stages().values())):
+        target = backends.target(stage, backend, device)
+        for check in CHECKS.values():
+            if check.applies(target) is None:
+                params.append(pytest.param(stage.name, backend, device, check.name,
+                                           id=f"{stage.name}-{backend}-{device}-{check.name}"))
+    return params
 
 
 def pytest_collect_file(file_path: Path, parent):
@@ -79,7 +87,7 @@ class CaseItem(pytest.Item):
             pytest.skip(self.skip_reason)
         target = backends.target(self.stage, self.backend, self.device)
         try:
-            verify(target, self.example)
+            session.verify_example(target, self.example)
         except (Failure, OracleError) as exc:
             raise Failure(failure_report(target, self.example, exc, replay_command(self.path, target))) from None
 

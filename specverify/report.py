@@ -1,30 +1,150 @@
-"""Machine-readable reports of a check run (JSON), and outcomes to and from JSON."""
+"""Rendering: failure reports, the summary table, coverage tables and the JSON report."""
 from __future__ import annotations
 
+import io
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from specverify import env
-from specverify.cases import write_atomic
-from specverify.runner import Outcome
+from specverify.materialize import contiguous_layout, same_value
+from specverify.stage import Example, Stage
 
 
-def outcome_to_json(o: Outcome) -> dict:
-    return {"stage": o.stage, "backend": o.backend, "device": o.device, "status": o.status,
-            "examples": dict(o.examples), "found_after": o.found_after, "seconds": round(o.seconds, 3),
-            "headline": o.headline,
-            "report": o.report, "case": str(o.case) if o.case else None, "coverage": dict(o.coverage)}
+def replay_command(path: Path, target) -> str:
+    backend = f"--impl {target.source}" if target.backend.name == "impl" else f"--backend {target.backend.name}"
+    return f"specverify replay {path} {backend} --device {target.device}"
 
 
-def outcome_from_json(d: dict) -> Outcome:
-    return Outcome(d["stage"], d["backend"], d["device"], status=d["status"], examples=Counter(d["examples"]),
-                   found_after=d["found_after"],
-                   seconds=d["seconds"], report=d["report"], headline=d["headline"],
-                   case=Path(d["case"]) if d["case"] else None, coverage=Counter(d["coverage"]))
+def failure_report(target, example: Example, exc: BaseException, command: str | None,
+                   notes: list[str] = ()) -> str:
+    """The whole story of one failure: what broke, on which input (a table a person reads), how to replay."""
+    headline = getattr(exc, "headline", str(exc))
+    tier = f"  tier: {example.tier}"
+    if example.tier == "invalid":
+        tier += f" ({example.bad_field}: {example.rule})"
+    lines = [f"FAILED {headline}", tier]
+    detail = getattr(exc, "detail", "")
+    if detail:
+        lines += ["  " + line for line in detail.rstrip().splitlines()]
+    strided = layouts_text(target.stage, example)
+    if strided:
+        lines.append(f"  strides (elements): {strided}")
+    lines.append("  inputs:")
+    lines += ["    " + line for line in inputs_table(target.stage, example).rstrip().splitlines()]
+    lines += [f"  note: {note}" for note in notes]
+    if command:
+        lines.append(f"  replay: {command}")
+    return "\n".join(lines)
 
 
-def write_json_report(path: Path, outcomes: list[Outcome], profile: str, run_seed: int) -> None:
-    report = {"versions": env.versions(), "profile": profile, "seed": run_seed,
+def layouts_text(stage: Stage, example: Example) -> str:
+    """The strides of every strided field of an example (inputs and output buffers)."""
+    parts = []
+    for name, layout in example.layouts.items():
+        value = example.inputs.get(name)
+        if isinstance(value, np.ndarray) and layout != contiguous_layout(value.ndim):
+            parts.append(f"{name} {list(value.shape)} stride {list(layout.strides(value.shape))}")
+    for name, buf in example.outputs.items():
+        if buf.layout is not None and buf.layout != contiguous_layout(len(buf.shape)):
+            parts.append(f"{name} {list(buf.shape)} stride {list(buf.layout.strides(buf.shape))}")
+    return "; ".join(parts)
+
+
+def inputs_table(stage: Stage, example: Example, width: int = 110) -> str:
+    """The semantic inputs as a small table (the stage's row view, or one line per field)."""
+    if stage.rows is not None:
+        headers, rows = stage.rows(example)
+    else:
+        headers = ["field", "value"]
+        rows = [[k, describe_value(v)] for k, v in example.inputs.items()]
+    table = Table(*headers, box=None, pad_edge=False, show_edge=False)
+    limit = 12
+    for row in rows[:limit]:
+        table.add_row(*[Text(str(x)) for x in row])   # Text: "[0.5]" is a value, not rich markup
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None, soft_wrap=False).print(table)
+    more = f"  ... {len(rows) - limit} more rows\n" if len(rows) > limit else ""
+    return out.getvalue() + more
+
+
+def describe_value(value: Any, limit: int = 16) -> str:
+    if isinstance(value, np.ndarray):
+        flat = value.reshape(-1)[:limit].tolist()
+        tail = " ..." if value.size > limit else ""
+        return f"{value.dtype}{list(value.shape)} {flat}{tail}"
+    return repr(value)
+
+
+def first_value_difference(expected: Any, actual: Any, path: str) -> str | None:
+    """Where two host values first differ, types included (None when equal)."""
+    if type(expected) is not type(actual):
+        return (f"{path}: expected a {type(expected).__name__} ({expected!r:.60}), "
+                f"got a {type(actual).__name__} ({actual!r:.60})")
+    if isinstance(expected, (list, tuple)):
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            found = first_value_difference(e, a, f"{path}[{i}]")
+            if found:
+                return found
+        if len(expected) != len(actual):
+            return f"{path}: expected length {len(expected)}, got {len(actual)}"
+        return None
+    if isinstance(expected, dict):
+        if expected.keys() != actual.keys():
+            return f"{path}: expected keys {sorted(expected)}, got {sorted(actual)}"
+        for k in expected:
+            found = first_value_difference(expected[k], actual[k], f"{path}[{k!r}]")
+            if found:
+                return found
+        return None
+    if not same_value(expected, actual):
+        return f"{path}: expected {expected!r}, got {actual!r}"
+    return None
+
+
+STATUS_TEXT = {"passed": "passed", "failed": "[red]FAILED[/red]", "error": "[red]ERROR[/red]"}
+
+
+def summary_table(outcomes: list) -> Table:
+    table = Table("stage", "backend", "device", "check", "examples", "result", "time", title="specverify check")
+    for o in outcomes:
+        result = STATUS_TEXT.get(o.status, f"skipped: {o.headline}")
+        found = f", failed at {o.found_after}" if o.found_after else ""
+        table.add_row(o.stage, o.backend, o.device, o.check, f"{o.examples}{found}" if o.examples else "-", result,
+                      f"{o.seconds:.1f}s")
+    return table
+
+
+def coverage_tables(outcomes: list) -> list[Table]:
+    """Each stage's equivalence classes (strategy labels) and how many draws fell in each."""
+    by_stage: dict[str, Counter] = {}
+    for o in outcomes:
+        by_stage.setdefault(o.stage, Counter()).update(o.coverage)
+    tables = []
+    for stage, seen in by_stage.items():
+        table = Table("class", "draws", title=f"{stage}: what the draws covered (all backends)")
+        for name, count in sorted(seen.items()):
+            table.add_row(name, str(count))
+        tables.append(table)
+    return tables
+
+
+def outcome_to_json(o) -> dict:
+    return {"stage": o.stage, "backend": o.backend, "device": o.device, "check": o.check, "status": o.status,
+            "examples": o.examples, "planned": o.planned, "found_after": o.found_after,
+            "seconds": round(o.seconds, 3), "kind": o.kind, "headline": o.headline, "report": o.report,
+            "case": str(o.case) if o.case else None, "coverage": dict(o.coverage)}
+
+
+def write_json_report(path: Path, outcomes: list, profile: str, run_seed: int, exit_status: int) -> None:
+    from specverify.cases import write_atomic
+
+    report = {"versions": env.versions(), "profile": profile, "seed": run_seed, "exit_status": exit_status,
               "outcomes": [outcome_to_json(o) for o in outcomes]}
     write_atomic(Path(path), json.dumps(report, indent=1).encode())

@@ -42,16 +42,30 @@ def kernels(family: str, function: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Layout:
-    """Strided storage of an array: base extent `shape[i] * step[i] + pad[i]`, the array is the view
-    `base[0 : shape[i]*step[i] : step[i], ...]`. pad on the last axis makes the row stride exceed the row."""
+    """Strided storage of an array. The base is allocated in memory order: base axis i holds view axis
+    `order[i]` (identity when None; (1, 0) stores a matrix transposed), with extent
+    `n * step[i] + pad[i]`; the array is the view `base[0 : n*step[i] : step[i], ...]`, axes put back
+    in view order. pad on the last base axis makes the row stride exceed the row."""
     step: tuple[int, ...]
     pad: tuple[int, ...]
+    order: tuple[int, ...] | None = None
+
+    def axes(self, ndim: int) -> tuple[int, ...]:
+        return self.order if self.order is not None else tuple(range(ndim))
 
     def base_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
-        return tuple(n * s + p for n, s, p in zip(shape, self.step, self.pad))
+        return tuple(shape[a] * s + p for a, s, p in zip(self.axes(len(shape)), self.step, self.pad))
 
     def view_index(self, shape: tuple[int, ...]) -> tuple[slice, ...]:
-        return tuple(slice(0, n * s, s) for n, s in zip(shape, self.step))
+        """The slice of the base (in base axis order) that holds the view's elements."""
+        return tuple(slice(0, shape[a] * s, s) for a, s in zip(self.axes(len(shape)), self.step))
+
+    def to_view(self, sliced):
+        """The sliced base (NumPy or torch) with its axes put back in view order."""
+        axes = self.axes(sliced.ndim)
+        if list(axes) == sorted(axes):
+            return sliced
+        return sliced.permute(*inverse(axes)) if hasattr(sliced, "permute") else sliced.transpose(inverse(axes))
 
     def view_mask(self, shape: tuple[int, ...]) -> np.ndarray:
         """Per element of the base: is it inside the view?"""
@@ -59,12 +73,43 @@ class Layout:
         mask[self.view_index(shape)] = True
         return mask
 
+    def view_position(self, base_index: tuple[int, ...]) -> tuple[int, ...]:
+        """The view index of a base element inside the view."""
+        axes = self.axes(len(base_index))
+        position = [0] * len(base_index)
+        for i, (a, s) in enumerate(zip(axes, self.step)):
+            position[a] = base_index[i] // s
+        return tuple(position)
+
+    def strides(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """Element strides of the view (what `tensor.stride()` reports)."""
+        base = self.base_shape(shape)
+        axes = self.axes(len(shape))
+        base_strides = [int(np.prod(base[i + 1:], dtype=np.int64)) for i in range(len(base))]
+        found = [0] * len(shape)
+        for i, a in enumerate(axes):
+            found[a] = base_strides[i] * self.step[i]
+        return tuple(found)
+
     def to_json(self) -> dict:
-        return {"step": list(self.step), "pad": list(self.pad)}
+        found = {"step": list(self.step), "pad": list(self.pad)}
+        if self.order is not None:
+            found["order"] = list(self.order)
+        return found
 
     @staticmethod
     def from_json(d: dict) -> "Layout":
-        return Layout(tuple(int(x) for x in d["step"]), tuple(int(x) for x in d["pad"]))
+        order = d.get("order")
+        return Layout(tuple(int(x) for x in d["step"]), tuple(int(x) for x in d["pad"]),
+                      tuple(int(x) for x in order) if order is not None else None)
+
+
+def inverse(axes: tuple[int, ...]) -> tuple[int, ...]:
+    """The permutation that undoes `axes`."""
+    found = [0] * len(axes)
+    for i, a in enumerate(axes):
+        found[a] = i
+    return tuple(found)
 
 
 @dataclass(frozen=True)

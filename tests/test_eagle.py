@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from specverify import backends
-from specverify.harness import run_oracle, verify
-from specverify.materialize import POISON_A
+from specverify.harness import oracle_outputs
+from specverify.session import verify_example
 from specverify.stage import Buffer, Example, Layout
 from specverify.stages import eagle
 
@@ -16,9 +16,8 @@ def outputs_everywhere(stage, example: Example) -> dict[str, np.ndarray]:
     """The oracle's outputs (views, in-place inputs included); every available backend must match them."""
     for _, backend, device, why in backends.matrix([stage]):
         if why is None:
-            verify(backends.target(stage, backend, device), example)
-    call, _ = run_oracle(stage, example, POISON_A)
-    return call.output_views()
+            verify_example(backends.target(stage, backend, device), example)
+    return oracle_outputs(stage, example)
 
 
 def test_prepare_inputs_worked_example():

@@ -8,7 +8,9 @@ import torch
 
 from specverify import backends, cases, registry
 from specverify.cli import main
-from specverify.harness import Failure, Target, verify
+from specverify.backends import BACKENDS, Target
+from specverify.harness import Failure
+from specverify.session import verify_example as verify
 from specverify.kernels.torch.rejection import greedy as torch_greedy
 from specverify.stage import Buffer, Example, I, Layout, O, Stage
 
@@ -32,7 +34,7 @@ def broken(mutate):
     def impl(**kw):
         torch_greedy(**kw)
         mutate(kw)
-    return Target(GREEDY, "impl", "cpu", impl, "test:broken")
+    return Target(GREEDY, BACKENDS["impl"], "cpu", "test:broken", impl)
 
 
 def failure_of(target, example) -> str:
@@ -69,7 +71,7 @@ def test_stray_write_outside_the_defined_region_is_caught():
 def test_changed_input_is_caught():
     def touch(kw):
         kw["draft_token_ids"][0] += 1
-    assert "changed its input(s) draft_token_ids" in failure_of(broken(touch), greedy_example())
+    assert "changed its input `draft_token_ids` at [0]: was 5, now 6" in failure_of(broken(touch), greedy_example())
 
 
 def test_write_into_a_strided_gap_is_caught():
@@ -83,8 +85,8 @@ def test_write_into_a_strided_gap_is_caught():
     stage = Stage("toy.copy", (I("x", "int32", "N"),), (O("out", "int32", "N", strided=True),), oracle, None, {})
     example = Example("valid", {"x": np.arange(3, dtype=np.int32)},
                       outputs={"out": Buffer((3,), "int32", Layout((2,), (1,)))})
-    verify(Target(stage, "oracle", "cpu", oracle, "toy"), example)
-    assert "storage gap at base [1]: write into a gap" in failure_of(Target(stage, "impl", "cpu", impl, "toy"), example)
+    verify(Target(stage, BACKENDS["oracle"], "cpu", "toy", oracle), example)
+    assert "storage gap at base [1]: write into a gap" in failure_of(Target(stage, BACKENDS["impl"], "cpu", "toy", impl), example)
 
 
 def test_invalid_input_must_be_refused_naming_the_field():
@@ -93,12 +95,12 @@ def test_invalid_input_must_be_refused_naming_the_field():
                   outputs=example.outputs, bad_field="cu_num_draft_tokens", rule="non-decreasing")
     verify(backends.target(GREEDY, "torch", "cpu"), bad)
     verify(backends.target(GREEDY, "oracle", "cpu"), bad)
-    lax = Target(GREEDY, "impl", "cpu", lambda **kw: None, "test:lax")
+    lax = Target(GREEDY, BACKENDS["impl"], "cpu", "test:lax", lambda **kw: None)
     assert "accepted invalid input: cu_num_draft_tokens" in failure_of(lax, bad)
 
     def crashes(**kw):
         raise IndexError("index 7 is out of bounds")
-    assert "crashed on invalid input" in failure_of(Target(GREEDY, "impl", "cpu", crashes, "t:c"), bad)
+    assert "crashed on invalid input" in failure_of(Target(GREEDY, BACKENDS["impl"], "cpu", "t:c", crashes), bad)
 
 
 def test_a_case_is_stored_once_and_round_trips(tmp_path):
@@ -179,13 +181,14 @@ def test_readme_test_command_is_what_ci_runs():
     assert test_command in (root / ".ci" / "run").read_text()
 
 
-def test_conformance_checks_each_stage_in_its_own_process(tmp_path, capsys):
+def test_conformance_runs_every_check_in_a_worker(tmp_path, capsys):
     report = tmp_path / "report.json"
     assert main(["check", "--profile", "conformance", "--stage", "rejection.expand", "--backend", "torch",
                  "--examples", "3", "--cases", str(tmp_path), "--json", str(report)]) == 0
     outcomes = json.loads(report.read_text())["outcomes"]
-    assert [(o["stage"], o["backend"], o["status"]) for o in outcomes][-1] == ("rejection.expand", "torch", "passed")
-    assert outcomes[-1]["examples"]["valid"] == 3
+    assert [(o["stage"], o["backend"], o["check"], o["status"], o["examples"]) for o in outcomes] == [
+        ("rejection.expand", "torch", "valid", "passed", 3), ("rejection.expand", "torch", "invalid", "passed", 1)]
+    assert "isolated" in capsys.readouterr().out
 
 
 def test_a_read_outside_an_input_view_is_named():
@@ -198,4 +201,5 @@ def test_a_read_outside_an_input_view_is_named():
     stage = Stage("toy.copy", (I("x", "int32", "N", strided=True),), (O("out", "int32", "N"),), oracle, None, {})
     example = Example("valid", {"x": np.arange(3, dtype=np.int32)}, outputs={"out": Buffer((3,), "int32")},
                       layouts={"x": Layout((2,), (0,))})
-    assert "guard bytes" in failure_of(Target(stage, "impl", "cpu", impl, "toy"), example)
+    assert "read outside input `x`: out changed" in failure_of(Target(stage, BACKENDS["impl"], "cpu", "toy", impl),
+                                                                 example)

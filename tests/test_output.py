@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from specverify import backends, registry
-from specverify.harness import Target, verify
+from specverify.backends import BACKENDS, Target
 from specverify.kernels.host.output import SMALL
-from specverify.materialize import Call
+from specverify.materialize import Bound, plan
+from specverify.session import verify_example as verify
 from specverify.stage import Buffer, Example
 from specverify.strategies.output import parse_corruptions, spec_metadata_corruptions
 
@@ -25,7 +26,8 @@ def targets(stage):
 
 def run(target: Target, example: Example):
     """The value a host implementation returns on `example` (inputs in the example's containers)."""
-    return target.impl(**Call(target.stage, example, target.lib, target.device).kwargs)
+    call = Bound(*plan(target.stage, example), target.backend.lib, target.device)
+    return target.load()(**call.kwargs)
 
 
 # --- output.spec_metadata ------------------------------------------------------------------------------
@@ -143,5 +145,5 @@ def test_parse_refuses_every_invalid_rule(target, containers):
 
 def test_parse_outside_implementation_gets_host_containers():
     """`--impl` hands a host stage's inputs in the example's containers, like every backend."""
-    impl = Target(PARSE, "impl", "cpu", backends.load(PARSE.impls["numpy"]), PARSE.impls["numpy"])
+    impl = Target(PARSE, BACKENDS["impl"], "cpu", PARSE.impls["numpy"])
     verify(impl, parse_example(containers=("tensor", "tensor"), logprobs="tensor"))

@@ -1,0 +1,117 @@
+"""Calling an implementation on a planned arena: here (in this process) or in an isolated worker.
+
+Both callers return a `Result`: the arena after the call, the non-tensor arguments after the call, the
+returned value, and what went wrong (an exception, an exit, a signal, a time-out). Nothing is judged here.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from specverify.materialize import Bound, Plan
+
+
+@dataclass
+class CallError:
+    """What went wrong in a call, in words the judge can use without trusting the callee."""
+    kind: str                    # "raised", "exit", "signal", "timeout", "lost" (the worker broke protocol),
+                                 # "missing" (an import path that names nothing)
+    text: str                    # one line
+    types: tuple[str, ...] = ()  # "raised": the exception's class and its bases, by name
+    trace: str = ""              # the last frames, or the worker's last output lines
+
+    def headline(self) -> str:
+        return f"raised {self.text}" if self.kind == "raised" else self.text
+
+
+@dataclass
+class Result:
+    arena: np.ndarray | None     # None when the callee died
+    values: dict[str, Any]       # non-tensor arguments after the call
+    returned: Any
+    error: CallError | None
+
+
+class CallTimeout(BaseException):
+    """Raised inside an in-process call that ran past its time limit (BaseException: `except Exception`
+    in the callee does not swallow it)."""
+
+
+def error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+
+
+@contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Interrupt Python code in this (main) thread after `seconds`; a no-op elsewhere or without a limit."""
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise CallTimeout()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def invoke(impl: Callable[..., Any], plan: Plan, arena: np.ndarray, lib: str, device: str, checked: bool,
+           timeout: float | None) -> tuple[Any, CallError | None, Bound]:
+    """Call `impl` on the plan's arguments over `arena`; afterwards the arena holds what it did."""
+    from specverify.kernels.checks import checked_mode
+
+    bound = Bound(plan, arena, lib, device)
+    returned, error = None, None
+    try:
+        with checked_mode(checked), time_limit(timeout):
+            returned = impl(**bound.kwargs)
+            synchronize(device)
+    except CallTimeout:
+        error = CallError("timeout", f"timed out: still running after {timeout:g} s")
+    except KeyboardInterrupt:
+        raise
+    except SystemExit as exc:
+        error = CallError("exit", f"called sys.exit({exc.code!r}) (exit inside the call)")
+    except BaseException as exc:  # anything the callee raises is its failure, reported by name
+        frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        error = CallError("raised", error_text(exc), tuple(c.__name__ for c in type(exc).__mro__),
+                          "".join(frames[-6:]))
+    try:
+        bound.read_back()
+    except Exception as exc:  # a kernel that broke the device context: the bytes are lost
+        error = error or CallError("raised", f"the device failed after the call: {error_text(exc)}")
+    return returned, error, bound
+
+
+class InProcess:
+    """Calls an implementation in this process (our own kernels, the oracle, tests)."""
+
+    isolated = False
+
+    def __init__(self, impl: Callable[..., Any], lib: str, device: str, timeout: float | None = None):
+        self.impl, self.lib, self.device, self.timeout = impl, lib, device, timeout
+
+    def call(self, plan: Plan, arena: np.ndarray, checked: bool = False) -> Result:
+        returned, error, bound = invoke(self.impl, plan, arena, self.lib, self.device, checked, self.timeout)
+        return Result(arena, bound.values_after(), returned, error)
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,116 @@
+"""A Hypothesis search of one input tier for an example on which a target breaks its contract.
+
+The first failure is shrunk, written as a case file and reported with its replay command. A target whose
+time is up stops the search (`Abandon` passes through Hypothesis); the smallest failure seen is kept.
+"""
+from __future__ import annotations
+
+import time
+import traceback
+from collections import Counter
+
+from hypothesis import errors as hypothesis_errors
+from hypothesis import given, seed as hypothesis_seed
+
+from specverify import cases, env
+from specverify.backends import Target
+from specverify.calls import error_text
+from specverify.checks import Context, Outcome
+from specverify.harness import Failure, OracleError, verify
+from specverify.profiles import seed_for
+from specverify.report import failure_report, replay_command
+from specverify.stage import DrawContext, Example
+from specverify.strategies.blocks import coverage
+
+
+class Abandon(BaseException):
+    """Stop searching (not an Exception, so Hypothesis lets it through): the target's time is up, or a
+    crash has been shrunk as far as its budget allows."""
+
+
+# Calls allowed for shrinking after the first failure of a kind that costs a worker (or a time limit).
+SHRINK_BUDGET = {"exit": 40, "signal": 40, "lost": 40, "timeout": 4}
+
+
+def draw_context(target: Target) -> DrawContext:
+    return DrawContext(small=target.slow)
+
+
+def tier_strategy(target: Target, tier: str):
+    return target.stage.strategy(tier)(draw_context(target))
+
+
+def search(target: Target, tier: str, ctx: Context) -> Outcome:
+    stage = target.stage
+    outcome = Outcome(stage.name, target.backend.name, target.device, tier,
+                      planned=ctx.profile.count(tier, ctx.examples))
+    started = time.perf_counter()
+    failing: list[tuple[Example, BaseException]] = []
+    seen: Counter = Counter()
+    token = coverage.set(seen)
+
+    def probe(example: Example) -> None:
+        if ctx.deadline is not None and time.monotonic() > ctx.deadline:
+            raise Abandon()
+        if failing and outcome.examples - outcome.found_after >= SHRINK_BUDGET.get(getattr(failing[0][1], "kind", ""), 10**9):
+            raise Abandon()
+        outcome.examples += 1
+        if ctx.progress:
+            ctx.progress(min(outcome.examples, outcome.planned))
+        try:
+            verify(stage, example, ctx.caller, target.label, ctx.guard_check)
+        except (Failure, OracleError) as exc:
+            if outcome.found_after is None:
+                outcome.found_after = outcome.examples
+            failing.append((example, exc))
+            raise
+
+    test = hypothesis_seed(seed_for(ctx.run_seed, stage.name, tier))(
+        ctx.profile.hypothesis_settings(outcome.planned)(given(tier_strategy(target, tier))(probe)))
+    try:
+        test()
+    except Abandon:
+        if failing:
+            record_failure(target, tier, ctx, outcome, *failing[-1])
+        else:
+            outcome.status, outcome.kind = "failed", "timeout"
+            outcome.headline = (f"{target.label}: the target's time limit was spent after {outcome.examples} "
+                                f"{tier}-tier example(s) (each passed)")
+            outcome.report = outcome.headline
+    except (Failure, OracleError, hypothesis_errors.Flaky) as exc:
+        if not failing:
+            raise
+        example, first = failing[-1]       # Hypothesis re-runs the shrunk example last
+        if isinstance(exc, hypothesis_errors.Flaky):
+            exc = Failure(f"{target.label} is nondeterministic: it failed on an input, then passed on it "
+                          f"({first.headline if isinstance(first, Failure) else first})")
+        record_failure(target, tier, ctx, outcome, example, exc)
+    except Exception as exc:  # a strategy, the oracle's inputs or the harness broke, not the target
+        outcome.status = "error"
+        outcome.headline = f"the search for {target.label} ({tier} tier) broke: {error_text(exc)}"
+        frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        outcome.report = outcome.headline + "\n" + "".join(frames[-4:])
+    finally:
+        coverage.reset(token)
+    outcome.coverage = seen
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+def record_failure(target: Target, tier: str, ctx: Context, outcome: Outcome, example: Example,
+                   exc: BaseException) -> None:
+    """Save the failing example as a case (when it can be) and fill in the outcome's report."""
+    outcome.status = "failed" if isinstance(exc, Failure) else "error"
+    outcome.kind = getattr(exc, "kind", "oracle")
+    outcome.headline = getattr(exc, "headline", str(exc))
+    notes = []
+    if ctx.cases_dir is not None:
+        record = {"backend": target.backend.name, "device": target.device, "source": target.source,
+                  "seed": ctx.run_seed, "profile": ctx.profile.name, "tier": tier, "versions": env.versions(),
+                  "failure": outcome.headline}
+        try:
+            outcome.case = cases.save(ctx.cases_dir, target.stage.name, example, record)
+        except (OSError, cases.CaseError) as problem:
+            notes.append(f"the case could not be written: {error_text(problem)}")
+    command = replay_command(outcome.case, target) if outcome.case else None
+    outcome.report = failure_report(target, example, exc, command, notes)

@@ -1,0 +1,130 @@
+"""A session runs (target, check) pairs and returns one Outcome each, for the CLI, pytest and later tools.
+
+Each target gets one caller: in this process (the oracle, our own kernels in the ci and nightly profiles,
+functions handed over directly), or a worker process (`isolate`, and always for outside implementations),
+with a time limit per call and per target. Every check of a target runs even when another failed.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from specverify import env
+from specverify.backends import Target
+from specverify.calls import InProcess, error_text
+from specverify.checks import CHECKS, Context, Outcome
+from specverify.harness import verify
+from specverify.profiles import PROFILES, Profile
+from specverify.stage import Example
+from specverify.worker import Isolated
+
+
+class ImplementationNotFound(LookupError):
+    """An outside implementation's module or function does not exist (bad usage, not a failure)."""
+
+
+@dataclass
+class Options:
+    profile: Profile
+    run_seed: int
+    examples: int | None = None            # --examples
+    cases_dir: Path | None = None
+    isolate: bool | None = None            # None: the profile decides
+    example_timeout: float | None = None   # None: the profile's
+    target_timeout: float | None = None    # None: the profile's
+    checks: tuple[str, ...] | None = None  # None: every check that applies
+
+    @property
+    def isolated(self) -> bool:
+        return self.profile.isolated if self.isolate is None else self.isolate
+
+    @property
+    def per_call(self) -> float | None:
+        return self.example_timeout if self.example_timeout is not None else self.profile.example_timeout
+
+    @property
+    def per_target(self) -> float | None:
+        return self.target_timeout if self.target_timeout is not None else self.profile.target_timeout
+
+
+class Listener:
+    """What a session tells its front end (the CLI shows progress; pytest ignores it)."""
+
+    def check_started(self, target: Target, check: str, planned: int) -> None: ...
+    def progress(self, done: int) -> None: ...
+    def check_done(self, target: Target, outcome: Outcome) -> None: ...
+
+
+def runs_isolated(target: Target, options: Options) -> bool:
+    if target.impl is not None or target.backend.name == "oracle":
+        return False      # a function handed over directly, or the reference itself
+    return options.isolated or not target.backend.trusted
+
+
+def caller_for(target: Target, options: Options):
+    if runs_isolated(target, options):
+        caller = Isolated(target.stage.name, target.source, target.backend.lib, target.device, options.per_call)
+        problem = caller.start()
+        if problem is not None and problem.kind == "missing":
+            caller.close()
+            raise ImplementationNotFound(f"{target.source}: {problem.text}")
+        return caller
+    return InProcess(target.load(), target.backend.lib, target.device, options.per_call)
+
+
+def checks_of(target: Target, options: Options) -> list:
+    names = options.checks or tuple(CHECKS)
+    return [CHECKS[n] for n in names if CHECKS[n].applies(target) is None]
+
+
+def planned(targets: list[Target], options: Options) -> int:
+    """How many (target, check) pairs a run has: the progress total."""
+    return sum(len(checks_of(t, options)) for t in targets)
+
+
+def run(targets: list[Target], options: Options, listener: Listener | None = None) -> list[Outcome]:
+    env.prepare()
+    listener = listener or Listener()
+    outcomes = []
+    for target in targets:
+        checks = checks_of(target, options)
+        if not checks:
+            continue
+        caller = caller_for(target, options)
+        deadline = time.monotonic() + options.per_target if options.per_target else None
+        try:
+            for check in checks:
+                outcome = run_one(target, check, caller, options, deadline, listener)
+                listener.check_done(target, outcome)
+                outcomes.append(outcome)
+        finally:
+            caller.close()
+    return outcomes
+
+
+def run_one(target: Target, check, caller, options: Options, deadline: float | None, listener: Listener) -> Outcome:
+    planned_examples = check.planned(target, options.profile, options.examples)
+    if deadline is not None and time.monotonic() > deadline:
+        return Outcome(target.stage.name, target.backend.name, target.device, check.name, status="skipped",
+                       planned=planned_examples, headline=f"not run: the target's time limit "
+                                                          f"({options.per_target:g} s) was spent")
+    listener.check_started(target, check.name, planned_examples)
+    ctx = Context(options.profile, options.run_seed, options.examples, options.cases_dir, caller,
+                  guard_check=options.profile.guard_check, deadline=deadline, progress=listener.progress)
+    started = time.perf_counter()
+    try:
+        return check.run(target, ctx)
+    except Exception as exc:  # the check itself broke: say so, and go on with the next one
+        return Outcome(target.stage.name, target.backend.name, target.device, check.name, status="error",
+                       planned=planned_examples, seconds=time.perf_counter() - started,
+                       headline=f"the {check.name} check of {target.label} broke: {error_text(exc)}")
+
+
+def verify_example(target: Target, example: Example, timeout: float | None = 120.0) -> None:
+    """One example on one target (both guard patterns); raises harness.Failure. For replay and tests."""
+    caller = caller_for(target, Options(PROFILES["ci"], 0, example_timeout=timeout))
+    try:
+        verify(target.stage, example, caller, target.label, guard_check=True)
+    finally:
+        caller.close()

@@ -1,0 +1,66 @@
+"""Hostile implementations of `rejection.greedy` (and one of `rejection.sample_padded`): each breaks the
+judge's trust in a different way. The suite must turn every one into a failure of that target alone."""
+import os
+import sys
+import time
+
+import torch
+
+from specverify.kernels.torch.rejection import greedy, sample_padded
+
+
+def exit_zero(**kw):
+    sys.exit(0)
+
+
+def os_exit_zero(**kw):
+    os._exit(0)
+
+
+def abort(**kw):
+    os.abort()
+
+
+def hang(**kw):
+    time.sleep(3600)
+
+
+def patch_the_judge(**kw):
+    """Replaces the comparison functions with no-ops, then writes nonsense."""
+    import specverify.compare
+    import specverify.harness
+
+    specverify.harness.compare_output = lambda *a, **k: None
+    specverify.harness.judge = lambda *a, **k: None
+    specverify.compare.compare_output = lambda *a, **k: None
+    kw["output_token_ids"].fill_(12345)
+
+
+def past_the_end(tensor: torch.Tensor, extra: int = 1) -> torch.Tensor:
+    """The flat storage of a contiguous tensor and `extra` elements after it."""
+    return tensor.as_strided((tensor.numel() + extra,), (1,), tensor.storage_offset())
+
+
+def writes_one_past_the_end(**kw):
+    greedy(**kw)
+    out = kw["output_token_ids"]
+    past_the_end(out)[out.numel()] = 7
+
+
+def reads_one_past_the_end(**kw):
+    """An off-by-one read: the element after the last draft decides the first output slot."""
+    greedy(**kw)
+    draft = kw["draft_token_ids"]
+    if draft.numel() and kw["output_token_ids"].numel():
+        after = past_the_end(draft)[draft.numel()]
+        if after > 0:
+            kw["output_token_ids"][0, 0] = after
+
+
+def gaps_on_hazard(**kw):
+    """Correct, except that on NaN probabilities it scribbles into the gap after each output row."""
+    sample_padded(**kw)
+    out = kw["output_token_ids"]
+    if torch.isnan(kw["target_probs"]).any() and out.shape[0] and out.stride(0) > out.shape[1] * out.stride(1):
+        row_end = out.as_strided((out.shape[0],), (out.stride(0),), out.storage_offset() + out.shape[1] * out.stride(1))
+        row_end.fill_(3)

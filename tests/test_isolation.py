@@ -1,0 +1,119 @@
+"""Hostile implementations: each must become a clear, replayable failure of its own target, with exit
+status 1 and the JSON report written, while every other target still runs (tests/hostile.py)."""
+import json
+
+import numpy as np
+import pytest
+
+from specverify import backends, cases, registry, session
+from specverify.backends import BACKENDS, Target
+from specverify.cli import main
+from specverify.profiles import PROFILES
+
+GREEDY = registry.all_stages()["rejection.greedy"]
+EXPAND = registry.all_stages()["rejection.expand"]
+
+
+def check_impl(tmp_path, capsys, function: str, *extra: str, stage: str = "rejection.greedy") -> tuple[int, dict, str]:
+    report = tmp_path / "report.json"
+    status = main(["check", "--stage", stage, "--impl", f"tests.hostile:{function}", "--device", "cpu",
+                   "--cases", str(tmp_path / "cases"), "--json", str(report), "--timeout", "3",
+                   "--target-timeout", "60", *extra])
+    return status, json.loads(report.read_text()), capsys.readouterr().out
+
+
+@pytest.mark.parametrize("function,words,examples", [
+    ("exit_zero", "called sys.exit(0)", "20"),
+    ("os_exit_zero", "exited with status 0 inside the call", "20"),
+    ("abort", "killed by SIGABRT", "20"),
+    ("hang", "timed out", "5"),
+    ("patch_the_judge", "output_token_ids[0, 0]: wrong value", "20"),
+    ("writes_one_past_the_end", "write past the end of `output_token_ids` by 1 element", "20"),
+])
+def test_an_outside_implementation_fails_alone_with_a_case(tmp_path, capsys, function, words, examples):
+    status, report, out = check_impl(tmp_path, capsys, function, "--examples", examples)
+    assert status == 1 and report["exit_status"] == 1
+    [outcome] = [o for o in report["outcomes"] if o["check"] == "valid"]
+    assert outcome["status"] == "failed" and words in outcome["headline"], outcome["headline"]
+    case = outcome["case"]
+    assert case and f"specverify replay {case} --impl tests.hostile:{function} --device cpu" in out
+    name, example = cases.load(case)
+    assert name == "rejection.greedy" and example.tier == "valid"
+
+
+def test_a_read_past_an_input_is_named_under_conformance(tmp_path, capsys):
+    status, report, _ = check_impl(tmp_path, capsys, "reads_one_past_the_end", "--profile", "conformance",
+                                   "--examples", "30")
+    assert status == 1
+    [outcome] = report["outcomes"]
+    assert "read outside input `draft_token_ids`" in outcome["headline"]
+    assert main(["replay", outcome["case"], "--impl", "tests.hostile:reads_one_past_the_end", "--device", "cpu"]) == 1
+    assert "read outside input `draft_token_ids`" in capsys.readouterr().out
+
+
+def test_scribbles_into_gaps_on_hazard_inputs_only_are_caught(tmp_path, capsys):
+    status, report, _ = check_impl(tmp_path, capsys, "gaps_on_hazard", "--examples", "40",
+                                   stage="rejection.sample_padded")
+    assert status == 1
+    by_check = {o["check"]: o for o in report["outcomes"]}
+    assert by_check["valid"]["status"] == "passed"
+    assert by_check["hazard"]["status"] == "failed" and "write into a gap" in by_check["hazard"]["headline"]
+
+
+@pytest.mark.parametrize("function,kind", [("abort", "signal"), ("os_exit_zero", "exit"), ("hang", "timeout"),
+                                           ("exit_zero", "exit")])
+def test_a_misbehaving_built_in_kernel_fails_its_target_and_the_run_goes_on(tmp_path, function, kind):
+    """A torch-backend target whose kernel misbehaves, run isolated beside a good one."""
+    bad = Target(GREEDY, BACKENDS["torch"], "cpu", f"tests.hostile:{function}")
+    good = backends.target(EXPAND, "torch", "cpu")
+    options = session.Options(PROFILES["conformance"], 0, examples=4, cases_dir=tmp_path, example_timeout=3,
+                              target_timeout=60)
+    outcomes = session.run([bad, good], options)
+    bad_outcomes = [o for o in outcomes if o.stage == GREEDY.name]
+    assert {o.check for o in bad_outcomes} == {"valid", "invalid"}     # every check ran, not just the first
+    assert all(o.status == "failed" and o.kind == kind for o in bad_outcomes), [o.headline for o in bad_outcomes]
+    assert all(o.case is not None and o.case.exists() for o in bad_outcomes)
+    assert [o.status for o in outcomes if o.stage == EXPAND.name] == ["passed", "passed"]
+
+
+def test_an_import_path_that_names_nothing_is_bad_usage(capsys):
+    assert main(["check", "--stage", "rejection.greedy", "--impl", "tests.hostile:no_such_function"]) == 2
+    assert main(["check", "--stage", "rejection.greedy", "--impl", "no_such_module_anywhere:f"]) == 2
+    out = capsys.readouterr().out
+    assert len([line for line in out.splitlines() if "error:" in line]) == 2 and "Traceback" not in out
+
+
+def test_an_outside_module_that_exits_at_import_is_its_failure(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exits_on_import.py").write_text("import os\nos._exit(3)\ndef greedy(**kw):\n    pass\n")
+    status = main(["check", "--stage", "rejection.greedy", "--impl", "exits_on_import:greedy", "--device", "cpu",
+                   "--cases", str(tmp_path / "cases"), "--examples", "3"])
+    out = capsys.readouterr().out
+    assert status == 1 and "could not be loaded" in out or "exited with status 3" in out, out
+
+
+def test_a_case_of_an_outside_failure_says_so_on_replay_without_impl(tmp_path, capsys):
+    _, report, _ = check_impl(tmp_path, capsys, "writes_one_past_the_end", "--examples", "10")
+    case = report["outcomes"][0]["case"]
+    assert main(["replay", case, "--backend", "torch"]) == 0
+    assert "failed for an outside implementation (tests.hostile:writes_one_past_the_end)" in capsys.readouterr().out
+
+
+def test_every_input_is_inside_guards_at_a_non_zero_offset():
+    seen = {}
+
+    def spy(**kw):
+        for name, value in kw.items():
+            if hasattr(value, "storage_offset"):
+                seen[name] = (value.storage_offset(), value.untyped_storage().nbytes(),
+                              value.numel() * value.element_size())
+    example = cases.Example("valid", {"draft_token_ids": np.array([1, 2], np.int32),
+                                      "target_argmax": np.array([1, 3], np.int64),
+                                      "bonus_token_ids": np.array([9], np.int64),
+                                      "cu_num_draft_tokens": np.array([2], np.int32), "is_greedy": None,
+                                      "max_spec_len": 2},
+                            outputs={"output_token_ids": cases.Buffer((1, 3), "int32")})
+    with pytest.raises(Exception):
+        session.verify_example(Target(GREEDY, BACKENDS["impl"], "cpu", "spy", spy), example)
+    for name, (offset, storage, size) in seen.items():
+        assert offset > 0 and storage >= offset * 1 + size, name
