@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from specverify import backends, cases, env, registry
+from specverify import __version__, backends, cases, env, registry
 from specverify.harness import Failure, OracleError, verify
 from specverify.profiles import PROFILES
 from specverify.report import outcome_from_json, write_json_report
@@ -34,6 +34,7 @@ class UsageError(Exception):
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="specverify", description=__doc__.splitlines()[0])
+    top.add_argument("--version", action="version", version=f"specverify {__version__}")
     sub = top.add_subparsers(dest="command", required=True)
 
     sub.add_parser("list", help="stages x backends x devices, and what runs here")
@@ -50,6 +51,10 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--json", type=Path, metavar="PATH", help="also write a machine-readable report")
     chk.add_argument("--coverage", action="store_true", help="print what the draws covered, per stage")
     chk.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
+
+    shw = sub.add_parser("show", help="print stage contracts: fields, semantics, tiers, a worked example")
+    shw.add_argument("stage", nargs="*", metavar="STAGE",
+                     help="names or globs; none: every stage and the shared conventions")
 
     rep = sub.add_parser("replay", help="re-run a case file on every backend (or one) and print the diff")
     rep.add_argument("path", type=Path)
@@ -69,7 +74,7 @@ def positive(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return {"list": cmd_list, "check": cmd_check, "replay": cmd_replay}[args.command](args)
+        return {"list": cmd_list, "check": cmd_check, "replay": cmd_replay, "show": cmd_show}[args.command](args)
     except (UsageError, LookupError, cases.CaseError) as exc:
         console.print(f"specverify {args.command}: error: {exc}", markup=False)
         return 2
@@ -250,3 +255,23 @@ def cmd_replay(args) -> int:
             failed = True
             console.print(failure_report(target, example, exc, replay_command(args.path, target)), markup=False)
     return 1 if failed else 0
+
+
+def cmd_show(args) -> int:
+    """Print the contracts of the selected stages (Markdown; rendered when stdout is a terminal)."""
+    from rich.markdown import Markdown
+
+    from specverify import contract
+
+    stages: dict = {}
+    for pattern in args.stage:
+        try:
+            stages.update((s.name, s) for s in registry.select([pattern]))
+        except LookupError:
+            raise UsageError(f"{pattern!r} matches no stage (known: {', '.join(registry.all_stages())})") from None
+    text = contract.show_text(list(stages.values()))
+    if console.is_terminal:
+        console.print(Markdown(text))
+    else:
+        sys.stdout.write(text)
+    return 0
