@@ -1,4 +1,4 @@
-"""The command line: `specverify list | check | replay`.
+"""The command line: `specverify list | check | replay | show`.
 
 Exit status: 0 when everything checked passed, 1 on any failure, 2 on bad usage, an unreadable case or
 a report that could not be written, 3 when nothing was checked (every target skipped).
@@ -6,6 +6,7 @@ a report that could not be written, 3 when nothing was checked (every target ski
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
 from pathlib import Path
 
@@ -56,6 +57,10 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--target-timeout", type=seconds, metavar="S",
                      help="time limit per target, all its checks (default: the profile's)")
 
+    shw = sub.add_parser("show", help="print stage contracts: fields, semantics, tiers, a worked example")
+    shw.add_argument("stage", nargs="*", metavar="STAGE",
+                     help="names or globs; none: every stage and the shared conventions")
+
     rep = sub.add_parser("replay", help="re-run a case file on every backend (or one) and print the diff")
     rep.add_argument("path", type=Path)
     rep.add_argument("--backend", choices=backends.BUILT_IN)
@@ -84,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():   # kernels' and interpreters' warnings are not the run's output
             warnings.simplefilter("ignore")
-            return {"list": cmd_list, "check": cmd_check, "replay": cmd_replay}[args.command](args)
+            return {"list": cmd_list, "check": cmd_check, "replay": cmd_replay, "show": cmd_show}[args.command](args)
     except (UsageError, LookupError, cases.CaseError) as exc:
         console.print(f"specverify {args.command}: error: {exc}", markup=False)
         return USAGE
@@ -243,3 +248,23 @@ def cmd_replay(args) -> int:
             failed = True
             console.print(failure_report(target, example, exc, replay_command(args.path, target)), markup=False)
     return FAILED if failed else PASSED
+
+
+def cmd_show(args) -> int:
+    """Print the contracts of the selected stages (Markdown; rendered when stdout is a terminal)."""
+    from rich.markdown import Markdown
+
+    from specverify import contract
+
+    stages: dict = {}
+    for pattern in args.stage:
+        try:
+            stages.update((s.name, s) for s in registry.select([pattern]))
+        except LookupError:
+            raise UsageError(f"{pattern!r} matches no stage (known: {', '.join(registry.all_stages())})") from None
+    text = contract.show_text(list(stages.values()))
+    if console.is_terminal:
+        console.print(Markdown(text))
+    else:
+        sys.stdout.write(text)
+    return PASSED

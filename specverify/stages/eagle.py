@@ -1,23 +1,65 @@
-"""Stage records of the `eagle` family (STAGES.md: eagle.*). Index dtypes: see `specverify.oracles.eagle`."""
+"""Stage records of the `eagle` family: the inputs of the next drafting pass.
+
+Index dtypes: index inputs (offsets, lengths, positions, block tables) may be int32 or int64, and an
+output derived from one keeps its dtype; fixed choices are listed in `specverify.oracles.eagle`.
+"""
 from __future__ import annotations
 
+import numpy as np
+
 from specverify.oracles import eagle as oracle
-from specverify.stage import I, O, Stage, kernels
+from specverify.stage import Buffer, Example, I, Layout, O, Stage, kernels
 from specverify.strategies import eagle as draw
 
 IDX = "int32|int64"
+i32, i64 = np.int32, np.int64
+
+QSL = "exclusive offsets: request r's query is qsl[r] .. qsl[r+1] - 1"
+DTYPES = "Index fields are drawn int32 or int64 independently."
+
+
+# ---------------------------------------------------------------- eagle.next_token_padded
+
+def next_token_example() -> Example:
+    """Row 0 has a gap (-1) and ends in an out-of-vocabulary id: two valid ids, the last is 7; row 1 has
+    none and takes its backup; row 2 is discarded. The rows are 7 elements apart."""
+    return Example("valid", inputs={
+        "sampled_token_ids": np.array([[5, -1, 7, 100], [-1, 107, -1, -1], [1, 2, 3, 4]], i32),
+        "discard_mask": np.array([False, False, True]),
+        "backup_next_token_ids": np.array([40, 41, 42], i32),
+        "vocab_size": 100,
+    }, outputs={"next_token_ids": Buffer((3,), "int32"), "valid_sampled_tokens_count": Buffer((3,), "int32")},
+        layouts={"sampled_token_ids": Layout((1, 1), (0, 3))})
 
 
 NEXT_TOKEN_PADDED = Stage(
     name="eagle.next_token_padded",
     doc="per row: the count of valid sampled ids and the last valid one (the backup when none or discarded)",
     inputs=(
-        I("sampled_token_ids", "int32", "B, S", strided=True, doc="row stride may exceed S"),
-        I("discard_mask", "bool", "B"),
-        I("backup_next_token_ids", "int32", "B"),
-        I("vocab_size", "int"),
+        I("sampled_token_ids", "int32", "B, S", strided=True,
+          doc="the tokens each request emitted this step; -1 and ids >= V allowed; row stride may exceed S"),
+        I("discard_mask", "bool", "B", doc="requests whose sampled tokens are ignored"),
+        I("backup_next_token_ids", "int32", "B", doc="the next token when a row has no valid id"),
+        I("vocab_size", "int", doc="V, >= 1"),
     ),
-    outputs=(O("next_token_ids", "int32", "B"), O("valid_sampled_tokens_count", "int32", "B")),
+    outputs=(O("next_token_ids", "int32", "B", doc="written: every row"),
+             O("valid_sampled_tokens_count", "int32", "B", doc="written: every row")),
+    semantics="""\
+Every row r is written. An entry of `sampled_token_ids[r]` is valid when it is neither -1 nor >= V.
+- a discarded row (`discard_mask[r]` True): `next_token_ids[r]` = `backup_next_token_ids[r]`, count 0;
+- otherwise the count is the number of valid entries anywhere in the row (gaps allowed), and
+  `next_token_ids[r]` is the rightmost valid entry (not the end of a leading run), or the backup when
+  the row has none.
+
+Invalid: ids below -1, `vocab_size` below 1, a 1-D `sampled_token_ids`, wrong dtypes or lengths.""",
+    tiers={
+        "valid": "B from 0 to 1024, S from 0 to 33, V at tile edges or small. Rows are an emitted prefix then "
+                 "-1 (what rejection writes), rows with gaps of -1, V and V+7 before later valid ids, or a "
+                 "mix; no row, some rows or every row discarded; rows further apart than their length.",
+        "invalid": "One rule broken: an id below -1, `vocab_size` 0, a 1-D `sampled_token_ids`, a wrong dtype "
+                   "or length of an input or output.",
+    },
+    worked=next_token_example,
     oracle=oracle.next_token_padded,
     valid=draw.next_token_valid,
     invalid=draw.next_token_invalid,
@@ -25,17 +67,50 @@ NEXT_TOKEN_PADDED = Stage(
     impls=kernels("eagle", "next_token_padded"),
 )
 
+
+# ---------------------------------------------------------------- eagle.prepare_inputs_padded
+
+def prepare_padded_example() -> Example:
+    """Request 0 drafted 2 tokens and accepted none (2 rejected); request 1 drafted none (0 rejected,
+    whatever its count says); request 2 accepted all 3; row 3 is past num_reqs and holds junk."""
+    return Example("valid", inputs={
+        "cu_num_draft_tokens": np.array([2, 2, 5, 99], i32),
+        "valid_sampled_tokens_count": np.array([1, 1, 4, -3], i32),
+        "query_start_loc": np.array([0, 3, 4, 8, 1], i64),
+        "num_reqs": 3,
+    }, outputs={"token_indices_to_sample": Buffer((4,), "int64"), "num_rejected_tokens": Buffer((4,), "int32")})
+
+
 PREPARE_INPUTS_PADDED = Stage(
     name="eagle.prepare_inputs_padded",
     doc="rejected tokens and the index to sample of each of the first num_reqs requests",
     inputs=(
-        I("cu_num_draft_tokens", "int32", "B", doc="inclusive cumulative draft counts"),
-        I("valid_sampled_tokens_count", "int32", "B"),
-        I("query_start_loc", IDX, "B+1"),
-        I("num_reqs", "int", doc="<= B; later rows are neither read nor written"),
+        I("cu_num_draft_tokens", "int32", "B", doc="inclusive offsets of each request's drafts"),
+        I("valid_sampled_tokens_count", "int32", "B", doc="tokens each request emitted: accepted + 1, or 0"),
+        I("query_start_loc", IDX, "B+1", doc=QSL + " (padded: n + 1 tokens or more per request)"),
+        I("num_reqs", "int", doc="real requests, <= B; later rows are ignored and not written"),
     ),
-    outputs=(O("token_indices_to_sample", IDX, "B", doc="dtype of query_start_loc"),
-             O("num_rejected_tokens", "int32", "B")),
+    outputs=(O("token_indices_to_sample", IDX, "B", doc="dtype of query_start_loc; written: rows < num_reqs"),
+             O("num_rejected_tokens", "int32", "B", doc="written: rows < num_reqs")),
+    semantics="""\
+For each request r < `num_reqs`, with n[r] its draft count and c = `valid_sampled_tokens_count[r]`:
+- `num_rejected_tokens[r]` = n[r] + 1 - c when n[r] > 0, else 0;
+- `token_indices_to_sample[r]` = `query_start_loc[r+1]` - 1 - `num_rejected_tokens[r]`: where the
+  request's last accepted token sits in the padded query.
+
+Rows from `num_reqs` on are not written, and their inputs (which may hold anything) affect nothing.
+
+Invalid (values are checked in the first `num_reqs` rows only): `num_reqs` negative or above B, offsets
+that are negative or decrease, a count below 0 or above n[r] + 1, `query_start_loc` not starting at 0 or
+decreasing, wrong dtypes or lengths.""",
+    tiers={
+        "valid": "Draft batches as in rejection (B up to 1024, zeros, rows of more than 128 drafts); queries of "
+                 "n + 1 tokens, some longer (prefill chunks); counts from 1 to n + 1, or 0 for discarded "
+                 "requests; `num_reqs` = B or less, with junk in the rows past it. " + DTYPES,
+        "invalid": "One rule broken: `num_reqs` of B + 1 or -1, a count of n + 2 or -1, `query_start_loc` not "
+                   "starting at 0 or decreasing, decreasing draft offsets, a wrong dtype or length.",
+    },
+    worked=prepare_padded_example,
     oracle=oracle.prepare_inputs_padded,
     valid=draw.prepare_padded_valid,
     invalid=draw.prepare_padded_invalid,
@@ -43,18 +118,52 @@ PREPARE_INPUTS_PADDED = Stage(
     impls=kernels("eagle", "prepare_inputs_padded"),
 )
 
+
+# ---------------------------------------------------------------- eagle.prepare_inputs
+
+def prepare_example() -> Example:
+    """Queries of 4, 7 and 5 tokens lose 1, 3 and 2 rejected tokens."""
+    return Example("valid", inputs={
+        "query_start_loc": np.array([0, 4, 11, 16], i32),
+        "seq_lens": np.array([10, 20, 30], i32),
+        "num_draft_tokens": np.array([3, 6, 4], i32),
+        "num_sampled": np.array([3, 4, 3], i32),
+    }, outputs={"new_query_start_loc": Buffer((4,), "int32"), "token_indices": Buffer((10,), "int32"),
+                "new_seq_lens": Buffer((3,), "int32")})
+
+
 PREPARE_INPUTS = Stage(
     name="eagle.prepare_inputs",
     doc="drop rejected tokens from each query: new offsets, kept token indices, shorter sequences",
     inputs=(
-        I("query_start_loc", IDX, "B+1"),
-        I("seq_lens", IDX, "B"),
-        I("num_draft_tokens", IDX, "B"),
-        I("num_sampled", IDX, "B", doc="accepted + 1, or 0"),
+        I("query_start_loc", IDX, "B+1", doc=QSL),
+        I("seq_lens", IDX, "B", doc="sequence length of each request, rejected tokens included"),
+        I("num_draft_tokens", IDX, "B", doc="n[r], drafts verified this step"),
+        I("num_sampled", IDX, "B", doc="tokens emitted: accepted + 1, or 0 for a discarded request"),
     ),
-    outputs=(O("new_query_start_loc", IDX, "B+1", doc="dtype of query_start_loc"),
-             O("token_indices", IDX, "sum(q')", doc="dtype of query_start_loc"),
-             O("new_seq_lens", IDX, "B", doc="dtype of seq_lens")),
+    outputs=(O("new_query_start_loc", IDX, "B+1", doc="dtype of query_start_loc; written: every entry"),
+             O("token_indices", IDX, "sum(q')", doc="dtype of query_start_loc; written: every entry"),
+             O("new_seq_lens", IDX, "B", doc="dtype of seq_lens; written: every entry")),
+    semantics="""\
+Request r rejects rej[r] = n[r] + 1 - `num_sampled[r]` tokens when n[r] > 0, else none (so
+`num_sampled[r]` = 0 drops all n[r] + 1). Its query of q[r] = `query_start_loc[r+1] - query_start_loc[r]`
+tokens keeps its first q'[r] = q[r] - rej[r]:
+- `new_query_start_loc` = [0, q'[0], q'[0] + q'[1], ...];
+- `token_indices` lists, request by request, `query_start_loc[r]` + 0 .. q'[r] - 1;
+- `new_seq_lens[r]` = `seq_lens[r]` - rej[r].
+
+Invalid: `query_start_loc` not starting at 0 or decreasing, a negative draft count, `num_sampled` below 0
+or above n[r] + 1, a query or sequence shorter than its rejected tokens, a `token_indices` buffer whose
+length is not the sum of q', wrong dtypes or lengths.""",
+    tiers={
+        "valid": "Draft batches as in rejection; queries of n + 1 tokens, some longer; `num_sampled` from 1 to "
+                 "n + 1, or 0 for some requests; sequences as long as their query or up to 300 longer (a "
+                 "sequence left empty happens). " + DTYPES,
+        "invalid": "One rule broken: `query_start_loc` starting at -1 or decreasing, `num_sampled` above n + 1, "
+                   "a draft count of -1, a sequence shorter than its rejected tokens, a float dtype, wrong "
+                   "lengths of inputs or outputs.",
+    },
+    worked=prepare_example,
     oracle=oracle.prepare_inputs,
     valid=draw.prepare_valid,
     invalid=draw.prepare_invalid,
@@ -62,28 +171,83 @@ PREPARE_INPUTS = Stage(
     impls=kernels("eagle", "prepare_inputs"),
 )
 
+
+# ---------------------------------------------------------------- eagle.copy_and_expand_inputs
+
+def copy_expand_example() -> Example:
+    """No shift, P = 2: request 0 keeps 2 of its 3 tokens (one rejected slot of padding), request 1 keeps
+    both; each gets its next token and one masked parallel-drafting slot."""
+    size = 5 + 2 * 2
+    return Example("valid", inputs={
+        "target_token_ids": np.array([10, 11, 12, 13, 14], i32),
+        "target_positions": np.array([100, 101, 102, 200, 201], i64),
+        "next_token_ids": np.array([50, 60], i32),
+        "query_start_loc": np.array([0, 3, 5], i32),
+        "query_end_loc": np.array([1, 4], i32),
+        "padding_token_id": -1,
+        "parallel_drafting_token_id": 99,
+        "P": 2,
+        "shift_input_ids": False,
+    }, outputs={"out_input_ids": Buffer((size,), "int32"), "out_positions": Buffer((size,), "int64"),
+                "out_is_rejected_token_mask": Buffer((size,), "bool"),
+                "out_is_masked_token_mask": Buffer((size,), "bool"),
+                "out_new_token_indices": Buffer((4,), "int32"), "out_hidden_state_mapping": Buffer((5,), "int32")})
+
+
 COPY_AND_EXPAND_INPUTS = Stage(
     name="eagle.copy_and_expand_inputs",
     doc="lay out each request's drafting input: kept ids, next token, parallel slots, rejected padding",
     inputs=(
-        I("target_token_ids", IDX, "N"),
-        I("target_positions", IDX, "N"),
-        I("next_token_ids", IDX, "B", doc="dtype of target_token_ids"),
-        I("query_start_loc", IDX, "B+1"),
-        I("query_end_loc", IDX, "B", doc="dtype of query_start_loc"),
-        I("padding_token_id", "int"),
-        I("parallel_drafting_token_id", "int"),
-        I("P", "int", doc="slots per request, >= 1"),
-        I("shift_input_ids", "bool"),
+        I("target_token_ids", IDX, "N", doc="the target pass's input ids; N may exceed qsl[B]"),
+        I("target_positions", IDX, "N", doc="their positions, >= 0"),
+        I("next_token_ids", IDX, "B", doc="dtype of target_token_ids; each request's newly sampled token"),
+        I("query_start_loc", IDX, "B+1", doc=QSL),
+        I("query_end_loc", IDX, "B", doc="dtype of query_start_loc; the last kept token, qs <= qe < qn"),
+        I("padding_token_id", "int", doc="id written in rejected slots (fits the id dtype)"),
+        I("parallel_drafting_token_id", "int", doc="id written in the P - 1 parallel slots"),
+        I("P", "int", doc="slots per request for the next token and parallel drafting, >= 1"),
+        I("shift_input_ids", "bool", doc="Python bool; True: drop each query's first id (EAGLE-style shift)"),
     ),
     outputs=(
         O("out_input_ids", IDX, "N + B*P - (B if shift)", doc="dtype of target_token_ids"),
-        O("out_positions", IDX, "N + B*P - (B if shift)", doc="dtype of target_positions"),
-        O("out_is_rejected_token_mask", "bool", "N + B*P - (B if shift)"),
-        O("out_is_masked_token_mask", "bool", "N + B*P - (B if shift)"),
-        O("out_new_token_indices", "int32", "B*P"),
-        O("out_hidden_state_mapping", "int32", "N", doc="written only when shifting"),
+        O("out_positions", IDX, "N + B*P - (B if shift)", doc="dtype of target_positions; 0 in rejected slots"),
+        O("out_is_rejected_token_mask", "bool", "N + B*P - (B if shift)", doc="True in padding slots"),
+        O("out_is_masked_token_mask", "bool", "N + B*P - (B if shift)", doc="True in parallel-drafting slots"),
+        O("out_new_token_indices", "int32", "B*P", doc="where each request's P new slots landed"),
+        O("out_hidden_state_mapping", "int32", "N", doc="where each target token's hidden state goes; "
+                                                      "written only when shifting"),
     ),
+    semantics="""\
+Request r has qs = `query_start_loc[r]`, qn = `query_start_loc[r+1]`, qe = `query_end_loc[r]`, and
+rej = qn - qe - 1 rejected tokens after qe. Its output span starts at out0 and holds kept + P + rej
+slots, j = 0 .. kept + P + rej - 1:
+- no shift: kept = qe - qs + 1 ids copied from `target_token_ids[qs + j]`, out0 = qs + r * P;
+- shift: kept = qe - qs ids copied from `target_token_ids[qs + 1 + j]` (each query's first id is
+  dropped), out0 = qs + r * (P - 1);
+- slot kept: `next_token_ids[r]`; slots kept + 1 .. kept + P - 1: `parallel_drafting_token_id`, with
+  `out_is_masked_token_mask` True; the last rej slots: `padding_token_id`, with
+  `out_is_rejected_token_mask` True (both masks False elsewhere in the span);
+- `out_positions[out0 + j]` = `target_positions[qs]` + j, and 0 in the rejected slots;
+- `out_new_token_indices[r * P + i]` = out0 + kept + i for i < P;
+- shift only: `out_hidden_state_mapping[qs + j]` = out0 + j for j < qn - qs.
+
+The spans of all requests are written and nothing else: when N exceeds qsl[B] the tails of the four
+token-length outputs and of the hidden-state mapping are left untouched, and without shift the mapping is
+not written at all.
+
+Invalid: `query_start_loc` not starting at 0, decreasing or ending beyond N, `query_end_loc` outside
+[qs, qn), negative positions or positions + N + P that overflow their dtype, padding or parallel ids that
+do not fit the id dtype, P below 1, `shift_input_ids` not a bool, wrong dtypes or lengths.""",
+    tiers={
+        "valid": "B up to 512 requests of 1 to 12 tokens; each query kept whole or cut at a drawn end "
+                 "(rejected tokens); buffers exactly as long as needed or 1 or 5 tokens longer; shift on or "
+                 "off; P of 1, 2, 3 or 5; padding id 0, -1 or V; parallel id V - 1, V or 0. Id and position "
+                 "dtypes int32 or int64 independently.",
+        "invalid": "One rule broken: P = 0, `shift_input_ids` an int, `next_token_ids` of another dtype than "
+                   "the ids, a float `query_end_loc`, a padding id of 2^63, `query_end_loc` at qn, a last "
+                   "offset beyond N, output buffers of the wrong dtype or length.",
+    },
+    worked=copy_expand_example,
     oracle=oracle.copy_and_expand_inputs,
     valid=draw.copy_expand_valid,
     invalid=draw.copy_expand_invalid,
@@ -91,32 +255,108 @@ COPY_AND_EXPAND_INPUTS = Stage(
     impls=kernels("eagle", "copy_and_expand_inputs"),
 )
 
+
+# ---------------------------------------------------------------- eagle.extend_queries
+
+def extend_example() -> Example:
+    """Three queries (one empty) each grow by 2 tokens."""
+    return Example("valid", inputs={
+        "query_start_loc": np.array([0, 2, 2, 5], i32),
+        "seq_lens": np.array([10, 3, 7], i64),
+        "N": 2,
+    }, outputs={"new_query_start_loc": Buffer((4,), "int32"), "new_seq_lens": Buffer((3,), "int64")})
+
+
 EXTEND_QUERIES = Stage(
     name="eagle.extend_queries",
     doc="every query grows by N tokens: shifted offsets, longer sequences",
-    inputs=(I("query_start_loc", IDX, "B+1"), I("seq_lens", IDX, "B"), I("N", "int")),
-    outputs=(O("new_query_start_loc", IDX, "B+1", doc="dtype of query_start_loc"),
-             O("new_seq_lens", IDX, "B", doc="dtype of seq_lens")),
+    inputs=(I("query_start_loc", IDX, "B+1", doc=QSL),
+            I("seq_lens", IDX, "B", doc="sequence length of each request, >= 0"),
+            I("N", "int", doc="tokens added to every query, >= 0")),
+    outputs=(O("new_query_start_loc", IDX, "B+1", doc="dtype of query_start_loc; written: every entry"),
+             O("new_seq_lens", IDX, "B", doc="dtype of seq_lens; written: every entry")),
+    semantics="""\
+- `new_query_start_loc[r]` = `query_start_loc[r]` + N * r for r = 0 .. B;
+- `new_seq_lens[r]` = `seq_lens[r]` + N.
+
+The host bookkeeping that goes with it (the token total grows by B * N, the longest query and the
+longest sequence by N) is the caller's, not part of the stage.
+
+Invalid: `query_start_loc` not starting at 0 or decreasing, a negative sequence length, N negative or not
+a Python int, results that do not fit the dtype.""",
+    tiers={
+        "valid": "B from 0 to 1024, queries of 0 to 11 tokens, sequences up to 4000 longer than their query, "
+                 "N of 0, 1, 2, 3 or 7. " + DTYPES,
+        "invalid": "One rule broken: N = -1, N a float, N = 2^63 (overflow), a sequence length of -1, "
+                   "`query_start_loc` starting at 3 or decreasing, `seq_lens` uint8 or too long, output "
+                   "buffers of the wrong dtype or length.",
+    },
+    worked=extend_example,
     oracle=oracle.extend_queries,
     valid=draw.extend_valid,
     invalid=draw.extend_invalid,
     impls=kernels("eagle", "extend_queries"),
 )
 
+
+# ---------------------------------------------------------------- eagle.step_slot_mapping
+
+def step_example() -> Example:
+    """Row 0 advances into block 0 (id 3); row 1 reaches max_model_len and is clamped; row 2 is past
+    batch_size (untouched); slots 2 and 3 are CUDA-graph padding. The block table is a strided view."""
+    return Example("valid", inputs={
+        "positions": np.array([2, 9, 5], i64),
+        "block_table": np.array([[3, 4], [5, 6], [7, 8]], i32),
+        "seq_lens": np.array([3, 10, 6], i32),
+        "block_size": 4,
+        "max_model_len": 10,
+        "batch_size": 2,
+        "input_batch_size": 4,
+    }, outputs={"clamped_positions": Buffer((3,), "int64"), "slot_mapping": Buffer((4,), "int64")},
+        layouts={"block_table": Layout((2, 1), (0, 3))})
+
+
 STEP_SLOT_MAPPING = Stage(
     name="eagle.step_slot_mapping",
     doc="one drafting step: next positions (clamped past max_model_len), their KV slots, longer sequences",
     inputs=(
-        I("positions", IDX, "B"),
-        I("block_table", IDX, "B, NB", strided=True, doc="row stride given"),
-        I("seq_lens", IDX, "B", inout=True, doc="updated in place for the real rows"),
-        I("block_size", "int"),
-        I("max_model_len", "int"),
+        I("positions", IDX, "B", doc="each request's current position"),
+        I("block_table", IDX, "B, NB", strided=True, doc="KV-cache block ids per request, NB >= 1"),
+        I("seq_lens", IDX, "B", inout=True, doc="sequence lengths, <= max_model_len; updated for the real rows"),
+        I("block_size", "int", doc="tokens per KV block, >= 1"),
+        I("max_model_len", "int", doc="longest sequence the model takes, >= 1"),
         I("batch_size", "int", doc="real rows; <= input_batch_size and <= B"),
-        I("input_batch_size", "int", doc="CUDA-graph padded batch"),
+        I("input_batch_size", "int", doc="CUDA-graph padded batch: the length of slot_mapping"),
     ),
-    outputs=(O("clamped_positions", IDX, "B", doc="dtype of positions; real rows only"),
-             O("slot_mapping", "int64", "input_batch_size", doc="-1 for padded rows")),
+    outputs=(O("clamped_positions", IDX, "B", doc="dtype of positions; written: real rows"),
+             O("slot_mapping", "int64", "input_batch_size", doc="written: every entry, -1 for padded rows")),
+    semantics="""\
+For each real row r < `batch_size`, with p = `positions[r]` + 1:
+- when p >= `max_model_len` the row has run out of room: `clamped_positions[r]` = 0,
+  `slot_mapping[r]` = -1 and `seq_lens[r]` = 1;
+- otherwise `clamped_positions[r]` = p, blk = min(p // `block_size`, NB - 1) (positions beyond the
+  table use its last block), `slot_mapping[r]` = `block_table[r, blk]` * `block_size` + p % `block_size`
+  computed in int64, and `seq_lens[r]` = min(`seq_lens[r]` + 1, `max_model_len`).
+
+For `batch_size` <= r < `input_batch_size`: `slot_mapping[r]` = -1. Rows of `seq_lens` and
+`clamped_positions` from `batch_size` on are not written, and those rows of the inputs (which may hold
+anything) affect nothing.
+
+Invalid (values checked in the real rows only): `batch_size` above `input_batch_size` or B, `block_size` or
+`max_model_len` below 1, `max_model_len` beyond the dtype of `seq_lens`, NB = 0, a negative position or one
+whose successor overflows, a sequence length below 0 or above `max_model_len`, a negative block id or one
+whose slot overflows int64, wrong dtypes or lengths.""",
+    tiers={
+        "valid": "B from 0 to 1024, sometimes 2 extra rows past `batch_size` holding junk, `input_batch_size` "
+                 "equal to `batch_size` or 1 or 9 larger; block size 1, 7 or 16, NB from 1 to 6; "
+                 "`max_model_len` equal to the table's capacity, 3 more, half, or 1; positions inside, "
+                 "just below, at and past the limit, or past the table; block ids up to 2^31 - 1 (slots "
+                 "beyond int32); a block table with rows further apart than their length. " + DTYPES,
+        "invalid": "One rule broken: `batch_size` above `input_batch_size` or B, block size 0, "
+                   "`max_model_len` 0, NB = 0, a position of -1, a sequence longer than `max_model_len`, a "
+                   "block id of -1, wrong dtypes or lengths of inputs and outputs.",
+    },
+    worked=step_example,
     oracle=oracle.step_slot_mapping,
     valid=draw.step_valid,
     invalid=draw.step_invalid,

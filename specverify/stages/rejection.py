@@ -1,6 +1,6 @@
-"""Stage records of the `rejection` family (STAGES.md: rejection.*).
+"""Stage records of the `rejection` family: verification of draft tokens against the target model.
 
-Where STAGES.md is silent, the oracles define (and every backend follows):
+Choices the oracles make (and every backend follows) where an engine could go either way:
 - an out-of-vocabulary draft (id >= V) is rejected by `random` and zeroes nothing in `recovered`
   without draft probs: its probabilities are never read;
 - `recovered` and the argmax of `sample`: NaN never wins, +inf wins like any maximum, an all-NaN row
@@ -10,24 +10,99 @@ Where STAGES.md is silent, the oracles define (and every backend follows):
 """
 from __future__ import annotations
 
+import numpy as np
+
 from specverify.oracles import rejection as oracle
-from specverify.stage import I, O, Stage, kernels
+from specverify.stage import Buffer, Example, I, Layout, O, Stage, kernels
 from specverify.strategies import rejection as draw
 
+f32, i32, i64 = np.float32, np.int32, np.int64
+
+CU = "inclusive offsets: request r owns draft positions start(r) .. cu[r] - 1"
+DRAFTS = "draft ids, request by request; -1 and ids >= V allowed"
+BONUS = "the token a row emits after accepting all its drafts"
+SPEC = "S: the row width of the output minus one; every request has at most S drafts"
+TARGET = "target-model probabilities at each draft position"
+DRAFT_PROBS = "draft-model probabilities at each draft position; None: drafts are one-hot (n-gram)"
+UNIFORMS = "one uniform draw per draft position, the acceptance threshold"
+INV_Q = "1 / exponential noise, one row per request shared by all its positions"
+
+BATCH_VALID = ("B from 0 to 1024 requests; draft counts uniform, ragged, mostly zero, or short with a few "
+               "rows of more than 128 drafts; `max_spec_len` equal to the longest row or a little above it.")
+TABLES_VALID = ("V at tile edges (2, 8191, 8192, 8193, 151936) or small, T * V bounded; target rows normalized "
+                "with 0, 50 or 95 % zeros; draft probs absent, independent, or mostly equal to the target "
+                "(ratios of exactly 1, zero residuals); planted: equal maxima far apart and across tiles, "
+                "all-zero residuals on one side of a tile edge, a lone peak on a tile edge or in the last "
+                "partial tile, zero draft probability at the drafted id.")
+UNIFORMS_VALID = ("Uniforms are often exactly the f32 acceptance ratio, or one f64 step above or below it.")
+HAZARDS = ("A valid draw made pathological: NaN, +inf or -inf in a few cells, 30 % of them or every cell of "
+           "the probability tables{noise}, out-of-vocabulary drafts (V or V+7) where probabilities are read"
+           "{uniforms}. Checked: {invariant}")
+FLAT_INVALID = ("One rule broken: offsets decreasing or not ending at T, a count above `max_spec_len`, a draft "
+                "id below -1, a wrong dtype or length, an output of the wrong shape{more}.")
+ACCEPT = """\
+- acceptance test of draft d at position t: accepted iff 0 <= d < V, q = `draft_probs[t, d]` (1 when
+  `draft_probs` is None) is > 0, and p / q >= `uniform_probs[t]`, where p = `target_probs[t, d]`, the
+  quotient is one correctly rounded f32 division and the comparison is made in f64. Ties accept; a NaN
+  ratio rejects, and so does q NaN or <= 0. The probabilities of -1 and out-of-vocabulary drafts are not
+  read: such drafts are rejected."""
+RECOVER = """\
+- residual[v] = max(p[v] - q[v], 0), the difference in f32, when `draft_probs` is given (a NaN difference
+  stays NaN); without draft probs residual = p with the draft's own entry set to 0 (only when 0 <= d < V);
+- score[v] = residual[v] * `inv_q[r, v]`, one f32 multiplication;
+- the result is the lowest index holding the largest score. NaN scores never win, +inf wins like any
+  maximum, and a row whose scores are all NaN gives 0."""
+
+
+# ---------------------------------------------------------------- rejection.greedy
+
+def greedy_example() -> Example:
+    """Row 0 accepts both drafts and takes its bonus; row 1 stops at a -1 draft; row 2 has no drafts;
+    row 3 is not greedy."""
+    return Example("valid", inputs={
+        "draft_token_ids": np.array([5, 7, 4, -1, 6, 2], i32),
+        "target_argmax": np.array([5, 7, 4, 3, 6, 2], i64),
+        "bonus_token_ids": np.array([9, 8, 11, 12], i64),
+        "cu_num_draft_tokens": np.array([2, 5, 5, 6], i32),
+        "is_greedy": np.array([True, True, True, False]),
+        "max_spec_len": 3,
+    }, outputs={"output_token_ids": Buffer((4, 4), "int32")})
 
 
 GREEDY = Stage(
     name="rejection.greedy",
     doc="emit target argmaxes up to the first mismatching draft; the bonus after a fully accepted row",
     inputs=(
-        I("draft_token_ids", "int32", "T"),
-        I("target_argmax", "int64", "T"),
-        I("bonus_token_ids", "int64", "B"),
-        I("cu_num_draft_tokens", "int32", "B", doc="inclusive cumulative draft counts"),
-        I("is_greedy", "bool", "B", optional=True, doc="None: every row greedy"),
-        I("max_spec_len", "int"),
+        I("draft_token_ids", "int32", "T", doc=DRAFTS),
+        I("target_argmax", "int64", "T", doc="the target model's choice at each draft position, >= 0"),
+        I("bonus_token_ids", "int64", "B", doc=BONUS),
+        I("cu_num_draft_tokens", "int32", "B", doc=CU),
+        I("is_greedy", "bool", "B", optional=True, doc="rows to verify; None: every row"),
+        I("max_spec_len", "int", doc=SPEC),
     ),
-    outputs=(O("output_token_ids", "int32", "B, S+1", doc="only the emitted prefix of greedy rows"),),
+    outputs=(O("output_token_ids", "int32", "B, S+1", doc="written: the emitted prefix of each greedy row"),),
+    semantics="""\
+Each greedy row r (every row when `is_greedy` is None) is verified left to right over its n[r] drafts,
+t = start(r) + pos:
+- write `target_argmax[t]` to `output_token_ids[r, pos]`; when the draft differs from it the row ends
+  here (the target's token replaces the draft). A -1 or out-of-vocabulary draft always differs.
+- when all n[r] drafts match, also write `bonus_token_ids[r]` at `[r, n[r]]`; a request without drafts
+  emits only its bonus.
+
+A row emits 1 to n[r] + 1 tokens and only those slots are written. The slots after them and every row
+that is not greedy are left untouched (the engine pre-fills the buffer with -1). Drafts after the first
+mismatch do not affect the result.
+
+Invalid: draft or bonus ids below -1, `target_argmax` below 0, ids above the int32 range, offsets that are
+not inclusive offsets ending at T, a request with more than `max_spec_len` drafts, an output not
+[B, S+1].""",
+    tiers={
+        "valid": BATCH_VALID + " Each request's drafts match the argmax for a drawn prefix (all, none, "
+                 "anywhere, near the end), then differ by another valid id, -1 or an out-of-vocabulary id; "
+                 "later drafts match again at random. `is_greedy` None, all, none or mixed.",
+        "invalid": FLAT_INVALID.format(more=", a negative argmax"),
+    },
+    worked=greedy_example,
     oracle=oracle.greedy,
     valid=draw.greedy_valid,
     invalid=draw.greedy_invalid,
@@ -35,21 +110,63 @@ GREEDY = Stage(
     impls=kernels("rejection", "greedy"),
 )
 
+
+# ---------------------------------------------------------------- rejection.random
+
+def random_example() -> Example:
+    """Row 0 accepts at a tie (u equals the ratio) then rejects; row 1 accepts and takes its bonus;
+    row 2 is greedy."""
+    return Example("valid", inputs={
+        "draft_token_ids": np.array([1, 2, 3, 0], i32),
+        "bonus_token_ids": np.array([3, 2, 1], i64),
+        "cu_num_draft_tokens": np.array([2, 3, 4], i32),
+        "max_spec_len": 2,
+        "draft_probs": np.array([[0.25, 0.625, 0.0625, 0.0625], [0.25, 0.125, 0.5, 0.125],
+                                 [0.25, 0.25, 0.25, 0.25], [0.25, 0.25, 0.25, 0.25]], f32),
+        "target_probs": np.array([[0.125, 0.5, 0.25, 0.125], [0.25, 0.25, 0.25, 0.25],
+                                  [0.125, 0.125, 0.375, 0.375], [0.25, 0.25, 0.25, 0.25]], f32),
+        "recovered_token_ids": np.array([3, 0, 1, 2], i32),
+        "uniform_probs": np.array([float(f32(0.5) / f32(0.625)), 0.75, 0.9, 0.5]),
+        "is_greedy": np.array([False, False, True]),
+    }, outputs={"output_token_ids": Buffer((3, 3), "int32")})
+
+
 RANDOM = Stage(
     name="rejection.random",
     doc="rejection sampling of the non-greedy rows: accept while p/q >= u, the recovered token at the first reject",
     inputs=(
-        I("draft_token_ids", "int32", "T"),
-        I("bonus_token_ids", "int64", "B"),
-        I("cu_num_draft_tokens", "int32", "B", doc="inclusive cumulative draft counts"),
-        I("max_spec_len", "int"),
-        I("draft_probs", "float32", "T, V", optional=True, doc="None: n-gram drafts (one-hot)"),
-        I("target_probs", "float32", "T, V"),
-        I("recovered_token_ids", "int32", "T", doc="from rejection.recovered"),
-        I("uniform_probs", "float64", "T"),
-        I("is_greedy", "bool", "B", doc="greedy rows are left untouched"),
+        I("draft_token_ids", "int32", "T", doc=DRAFTS),
+        I("bonus_token_ids", "int64", "B", doc=BONUS),
+        I("cu_num_draft_tokens", "int32", "B", doc=CU),
+        I("max_spec_len", "int", doc=SPEC),
+        I("draft_probs", "float32", "T, V", optional=True, doc=DRAFT_PROBS),
+        I("target_probs", "float32", "T, V", doc=TARGET),
+        I("recovered_token_ids", "int32", "T", doc="replacement per position (rejection.recovered), in [0, V)"),
+        I("uniform_probs", "float64", "T", doc=UNIFORMS),
+        I("is_greedy", "bool", "B", doc="required; greedy rows are left untouched"),
     ),
-    outputs=(O("output_token_ids", "int32", "B, S+1", doc="only the emitted prefix of non-greedy rows"),),
+    outputs=(O("output_token_ids", "int32", "B, S+1", doc="written: the emitted prefix of each non-greedy row"),),
+    semantics=f"""\
+Each row r with `is_greedy[r]` False is verified left to right over its drafts, t = start(r) + pos:
+{ACCEPT}
+- an accepted draft is written to `output_token_ids[r, pos]`; at the first rejected one
+  `recovered_token_ids[t]` is written instead and the row ends;
+- a row that accepts all n[r] drafts also writes `bonus_token_ids[r]` at `[r, n[r]]`.
+
+Only the emitted prefix of non-greedy rows is written; later slots and greedy rows are left untouched.
+
+Invalid: the offset, id and output rules of rejection.greedy (it has no `target_argmax`), plus
+`is_greedy` or `uniform_probs` missing, recovered ids outside [0, V), probability tables that are not
+float32 [T, V] of equal shape, uniforms not float64 [T].""",
+    tiers={
+        "valid": BATCH_VALID + " " + TABLES_VALID + " Drafts are valid ids with -1 and out-of-vocabulary "
+                 "ids mixed in at drawn rates. " + UNIFORMS_VALID + " `is_greedy` all, none or mixed.",
+        "hazard": HAZARDS.format(noise="", uniforms=", uniforms of 0",
+                                 invariant="each non-greedy row holds 1 to n[r] + 1 ids in [0, V) and nothing "
+                                           "after them; greedy rows untouched."),
+        "invalid": FLAT_INVALID.format(more=", `is_greedy` or `uniform_probs` missing, a recovered id of V"),
+    },
+    worked=random_example,
     oracle=oracle.random,
     valid=draw.random_valid,
     hazard=draw.random_hazard,
@@ -59,17 +176,54 @@ RANDOM = Stage(
     impls=kernels("rejection", "random"),
 )
 
+
+# ---------------------------------------------------------------- rejection.recovered
+
+def recovered_example() -> Example:
+    """Position 0: a tie in score, the lower index wins; position 1: every residual is 0, so 0;
+    position 2: the noise moves the winner away from the largest residual."""
+    return Example("valid", inputs={
+        "cu_num_draft_tokens": np.array([2, 3], i32),
+        "draft_token_ids": np.array([2, 1, 3], i32),
+        "draft_probs": np.array([[0.5, 0.125, 0, 0.375], [0.5, 0.5, 0, 0], [0, 0, 0, 0.25]], f32),
+        "target_probs": np.array([[0.25, 0.25, 0.25, 0.25], [0.5, 0.5, 0, 0], [0.125, 0.25, 0.125, 0.5]], f32),
+        "inv_q": np.array([[1, 2, 1, 1], [0.5, 1, 4, 1]], f32),
+    }, outputs={"recovered_token_ids": Buffer((3,), "int32")})
+
+
 RECOVERED = Stage(
     name="rejection.recovered",
     doc="per draft token: the lowest index maximizing residual * inv_q (the replacement for a rejected draft)",
     inputs=(
-        I("cu_num_draft_tokens", "int32", "B", doc="inclusive cumulative draft counts"),
-        I("draft_token_ids", "int32", "T"),
-        I("draft_probs", "float32", "T, V", optional=True, doc="None: the draft's own id is zeroed"),
-        I("target_probs", "float32", "T, V"),
-        I("inv_q", "float32", "B, V", doc="reciprocal exponential noise, one row per request"),
+        I("cu_num_draft_tokens", "int32", "B", doc=CU),
+        I("draft_token_ids", "int32", "T", doc=DRAFTS),
+        I("draft_probs", "float32", "T, V", optional=True, doc="draft-model probabilities; None: the draft's own "
+                                                               "id is zeroed in the residual"),
+        I("target_probs", "float32", "T, V", doc=TARGET),
+        I("inv_q", "float32", "B, V", doc=INV_Q),
     ),
-    outputs=(O("recovered_token_ids", "int32", "T"),),
+    outputs=(O("recovered_token_ids", "int32", "T", doc="written: every position"),),
+    semantics=f"""\
+For every draft position t of request r, `recovered_token_ids[t]` is the token that replaces the draft if
+it is rejected, drawn from the residual distribution with the request's noise:
+{RECOVER}
+
+Every position is written and the result is always in [0, V), even when the scores hold NaN or
+infinities. A vocabulary that is not a multiple of a kernel's tile width must not let a zero or padded
+last tile win.
+
+Invalid: offsets that are not inclusive offsets ending at T, draft ids below -1, tables that are not
+float32 [T, V] of equal shape, `inv_q` not float32 [B, V].""",
+    tiers={
+        "valid": BATCH_VALID + " " + TABLES_VALID + " Drafts are valid ids with -1 and out-of-vocabulary "
+                 "ids mixed in.",
+        "hazard": HAZARDS.format(noise=" and of `inv_q` (zero noise: inv_q = inf)", uniforms="",
+                                 invariant="every id in [0, V), its score the largest non-NaN score, 0 when "
+                                           "every score is NaN."),
+        "invalid": "One rule broken: offsets not ending at T, a draft id below -1, a wrong dtype, tables of "
+                   "different shapes, `inv_q` of the wrong shape.",
+    },
+    worked=recovered_example,
     oracle=oracle.recovered,
     valid=draw.recovered_valid,
     hazard=draw.recovered_hazard,
@@ -79,17 +233,50 @@ RECOVERED = Stage(
     impls=kernels("rejection", "recovered"),
 )
 
+
+# ---------------------------------------------------------------- rejection.expand
+
+def expand_example() -> Example:
+    """A NaN is never replaced, -0.0 equals 0.0 and is, a request with no tokens writes nothing."""
+    return Example("valid", inputs={
+        "x": np.array([2.5, np.nan, 7.0, -0.0], f32),
+        "cu_num_tokens": np.array([2, 3, 3, 5], i32),
+        "num_tokens": 5,
+        "replace_from": 0.0,
+        "replace_to": 1.0,
+    }, outputs={"expanded": Buffer((5,), "float32")})
+
+
 EXPAND = Stage(
     name="rejection.expand",
     doc="broadcast a per-request value to the request's tokens, replacing one value",
     inputs=(
-        I("x", "float32|int32|int64", "B"),
-        I("cu_num_tokens", "int32", "B", doc="inclusive cumulative token counts"),
-        I("num_tokens", "int"),
-        I("replace_from", "int|float"),
-        I("replace_to", "int|float"),
+        I("x", "float32|int32|int64", "B", doc="one value per request"),
+        I("cu_num_tokens", "int32", "B", doc="inclusive offsets: request r owns tokens start(r) .. cu[r] - 1"),
+        I("num_tokens", "int", doc="T, the last offset"),
+        I("replace_from", "int|float", doc="Python number; the value to replace"),
+        I("replace_to", "int|float", doc="Python number; what it becomes"),
     ),
-    outputs=(O("expanded", "float32|int32|int64", "T"),),
+    outputs=(O("expanded", "float32|int32|int64", "num_tokens", doc="dtype of x; written: every token"),),
+    semantics="""\
+`replace_from` and `replace_to` are first converted to x's dtype (rounded to nearest for float32; for
+integer x they must be Python ints that fit). Then for every request r and every token t of it,
+`expanded[t]` = `replace_to` if `x[r] == replace_from` (compared in x's dtype), else `x[r]` copied bit
+for bit. So a NaN is never replaced and -0.0 matches 0.0. There is no limit on the tokens of one
+request (a kernel that stops after 128 per request leaves the rest unwritten).
+
+Invalid: x not float32, int32 or int64, offsets not ending at `num_tokens`, `expanded` not of x's dtype
+and length T, a replace value that is not a number, a float replace value for integer x.""",
+    tiers={
+        "valid": "B from 0 to 1024 requests; token counts uniform, ragged, mostly zero, or short with a few "
+                 "requests of more than 128 tokens. x float32 (0, -0.0, +-1, NaN, inf, 0.5 and the replace "
+                 "value mixed with normal draws) or int32 / int64 (the replace value, including the dtype's "
+                 "min or max, in 40 % of rows).",
+        "invalid": "One rule broken: x of dtype float64, offsets int64 or of length B + 1, an output of "
+                   "another dtype, `num_tokens` beyond the last offset, a string replace value, a float "
+                   "replace value for integer x.",
+    },
+    worked=expand_example,
     oracle=oracle.expand,
     valid=draw.expand_valid,
     invalid=draw.expand_invalid,
@@ -97,21 +284,64 @@ EXPAND = Stage(
     impls=kernels("rejection", "expand"),
 )
 
+
+# ---------------------------------------------------------------- rejection.sample
+
+def sample_example() -> Example:
+    """Row 0 (greedy): a tied argmax resolves to the lower index, both drafts accepted, bonus; row 1
+    (greedy) is rejected at once; row 2 (random) is rejected and recovered."""
+    return Example("valid", inputs={
+        "draft_token_ids": np.array([1, 0, 1, 3], i32),
+        "cu_num_draft_tokens": np.array([2, 3, 4], i32),
+        "max_spec_len": 2,
+        "draft_probs": None,
+        "target_probs": np.array([[0.125, 0.5, 0.25, 0.125], [0.375, 0.125, 0.375, 0.125],
+                                  [0.25, 0.125, 0.5, 0.125], [0.25, 0.25, 0.25, 0.25]], f32),
+        "bonus_token_ids": np.array([3, 1, 2], i64),
+        "is_greedy": np.array([True, True, False]),
+        "uniform_probs": np.array([0.5, 0.5, 0.5, 0.5]),
+        "inv_q": np.array([[1, 1, 1, 1], [1, 1, 1, 1], [1, 3, 2, 9]], f32),
+    }, outputs={"output_token_ids": Buffer((3, 3), "int32")})
+
+
 SAMPLE = Stage(
     name="rejection.sample",
     doc="the whole verification step: greedy rows against the argmax, the others by rejection sampling",
     inputs=(
-        I("draft_token_ids", "int32", "T"),
-        I("cu_num_draft_tokens", "int32", "B", doc="inclusive cumulative draft counts"),
-        I("max_spec_len", "int"),
-        I("draft_probs", "float32", "T, V", optional=True),
-        I("target_probs", "float32", "T, V"),
-        I("bonus_token_ids", "int64", "B"),
-        I("is_greedy", "bool", "B", optional=True, doc="None: every row greedy, the noise is not read"),
-        I("uniform_probs", "float64", "T", optional=True),
-        I("inv_q", "float32", "B, V", optional=True),
+        I("draft_token_ids", "int32", "T", doc=DRAFTS),
+        I("cu_num_draft_tokens", "int32", "B", doc=CU),
+        I("max_spec_len", "int", doc=SPEC),
+        I("draft_probs", "float32", "T, V", optional=True, doc=DRAFT_PROBS),
+        I("target_probs", "float32", "T, V", doc=TARGET),
+        I("bonus_token_ids", "int64", "B", doc=BONUS),
+        I("is_greedy", "bool", "B", optional=True, doc="greedy rows; None: every row, and the noise is not read"),
+        I("uniform_probs", "float64", "T", optional=True, doc=UNIFORMS + "; required when is_greedy is given"),
+        I("inv_q", "float32", "B, V", optional=True, doc=INV_Q + "; required when is_greedy is given"),
     ),
-    outputs=(O("output_token_ids", "int32", "B, S+1", doc="every slot: the emitted prefix, then -1"),),
+    outputs=(O("output_token_ids", "int32", "B, S+1", doc="written: every slot (the emitted prefix, then -1)"),),
+    semantics="""\
+The whole buffer is written: every slot is -1 unless a row emits a token there. Per row r:
+- greedy rows (every row when `is_greedy` is None) verify as rejection.greedy against the argmax of
+  `target_probs[t]`: the lowest index holding the largest value, NaN never wins, a row of NaN gives 0.
+  Their `draft_probs`, `uniform_probs` and `inv_q` entries do not affect the result.
+- the other rows verify as rejection.random (its acceptance test on the same tables), with the
+  replacement tokens computed as in rejection.recovered from the same tables and `inv_q`.
+
+With `is_greedy` None, `uniform_probs` and `inv_q` may be None and are never read; with `is_greedy` given
+both are required, even when every row is greedy.
+
+Invalid: the offset, id and output rules of rejection.greedy, tables that are not float32 [T, V] of equal
+shape, and, when `is_greedy` is given, `uniform_probs` that is not float64 [T] or `inv_q` that is not
+float32 [B, V] (None included).""",
+    tiers={
+        "valid": BATCH_VALID + " " + TABLES_VALID + " Drafts match the lowest-index argmax for a drawn "
+                 "prefix, then differ. " + UNIFORMS_VALID + " `is_greedy` None (no noise), all, none or mixed.",
+        "hazard": HAZARDS.format(noise=" and of `inv_q`", uniforms=", uniforms of 0",
+                                 invariant="each row holds 1 to n[r] + 1 ids in [0, V), then -1."),
+        "invalid": FLAT_INVALID.format(more=", tables of the wrong dtype or shape, `inv_q` missing while "
+                                            "`is_greedy` is given"),
+    },
+    worked=sample_example,
     oracle=oracle.sample,
     valid=draw.sample_valid,
     hazard=draw.sample_hazard,
@@ -121,22 +351,63 @@ SAMPLE = Stage(
     impls=kernels("rejection", "sample"),
 )
 
+
+# ---------------------------------------------------------------- padded layout
+
 PADDED_OUTPUTS = (
-    O("output_token_ids", "int64", "B, K+1", strided=True, doc="the emitted prefix, then -1"),
-    O("num_rejected_tokens", "int64", "B", strided=True, doc="K + 1 - emitted"),
-    O("last_token_ids", "int64", "B", strided=True, doc="the last emitted token"),
+    O("output_token_ids", "int64", "B, K+1", strided=True,
+      doc="written for each verified row: the emitted prefix, then -1"),
+    O("num_rejected_tokens", "int64", "B", strided=True, doc="K + 1 - (tokens emitted)"),
+    O("last_token_ids", "int64", "B", strided=True, doc="the last token emitted"),
 )
+PADDED_ROW = """\
+A verified row is written in full: after its emitted prefix the rest of the row is set to -1,
+`num_rejected_tokens[b]` = K + 1 - emitted, and `last_token_ids[b]` = the last emitted token (the bonus
+when every draft was accepted). With K = 0 every row emits just its bonus."""
+PADDED_VALID = ("B from 0 to 1024 (fewer as K * V grows), K from 0 to 8; every input and output may be a "
+                "strided view (steps of 1 to 3 per axis, padded rows).")
+PADDED_INVALID = ("One rule broken: drafts not int64, a draft id below -1, a bonus vector of length B + 1, "
+                  "an output of the wrong shape or not int64, `is_greedy` not bool{more}.")
+
+
+def greedy_padded_example() -> Example:
+    """Row 0 accepts both drafts (bonus); row 1 rejects its first; row 2 is not greedy. The drafts
+    arrive with a row stride of 4."""
+    return Example("valid", inputs={
+        "draft_token_ids": np.array([[3, 5], [2, 2], [6, 6]], i64),
+        "target_argmax": np.array([[3, 5], [4, 2], [6, 1]], i64),
+        "bonus_token_ids": np.array([7, 8, 9], i64),
+        "is_greedy": np.array([True, True, False]),
+    }, outputs={"output_token_ids": Buffer((3, 3), "int64"), "num_rejected_tokens": Buffer((3,), "int64"),
+                "last_token_ids": Buffer((3,), "int64")},
+        layouts={"draft_token_ids": Layout((1, 1), (0, 2))})
+
 
 GREEDY_PADDED = Stage(
     name="rejection.greedy_padded",
     doc="greedy verification on the padded [B, K] layout; greedy rows written in full",
     inputs=(
-        I("draft_token_ids", "int64", "B, K", strided=True),
-        I("target_argmax", "int64", "B, K", strided=True),
-        I("bonus_token_ids", "int64", "B", strided=True),
-        I("is_greedy", "bool", "B", optional=True, strided=True, doc="None: every row greedy"),
+        I("draft_token_ids", "int64", "B, K", strided=True, doc="K drafts per request; -1 and ids >= V allowed"),
+        I("target_argmax", "int64", "B, K", strided=True, doc="the target model's choice at each draft, >= 0"),
+        I("bonus_token_ids", "int64", "B", strided=True, doc=BONUS),
+        I("is_greedy", "bool", "B", optional=True, strided=True, doc="rows to verify; None: every row"),
     ),
     outputs=PADDED_OUTPUTS,
+    semantics=f"""\
+Every request has K draft slots. Each greedy row b (every row when `is_greedy` is None) emits as in
+rejection.greedy: `target_argmax[b, k]` at each position until the first draft that differs from it, or
+all K drafts and then `bonus_token_ids[b]`. Rows that are not greedy are left untouched in all three
+outputs.
+
+{PADDED_ROW}
+
+Invalid: draft or bonus ids below -1, an argmax below 0, any field of the wrong dtype or shape.""",
+    tiers={
+        "valid": PADDED_VALID + " Drafts match the argmax for a drawn prefix, then differ by a valid id, -1 or "
+                 "an out-of-vocabulary id. `is_greedy` None, all, none or mixed.",
+        "invalid": PADDED_INVALID.format(more=", an argmax of the wrong shape or below 0"),
+    },
+    worked=greedy_padded_example,
     oracle=oracle.greedy_padded,
     valid=draw.greedy_padded_valid,
     invalid=draw.greedy_padded_invalid,
@@ -144,19 +415,64 @@ GREEDY_PADDED = Stage(
     impls=kernels("rejection", "greedy_padded"),
 )
 
+
+def sample_padded_example() -> Example:
+    """Row 0 (greedy) rejects its second draft for the argmax; row 1 (random) accepts at a tie, then
+    rejects and takes the recovered token."""
+    return Example("valid", inputs={
+        "draft_token_ids": np.array([[0, 3], [2, 1]], i64),
+        "draft_probs": None,
+        "target_probs": np.array([[[0.5, 0.25, 0.125, 0.125], [0.125, 0.25, 0.5, 0.125]],
+                                  [[0.25, 0.25, 0.5, 0], [0.25, 0.5, 0.125, 0.125]]], f32),
+        "bonus_token_ids": np.array([1, 3], i64),
+        "is_greedy": np.array([True, False]),
+        "uniform_probs": np.array([[0.5, 0.5], [0.5, 0.75]]),
+        "inv_q": np.array([[1, 1, 1, 1], [1, 1, 4, 1]], f32),
+    }, outputs={"output_token_ids": Buffer((2, 3), "int64"), "num_rejected_tokens": Buffer((2,), "int64"),
+                "last_token_ids": Buffer((2,), "int64")})
+
+
 SAMPLE_PADDED = Stage(
     name="rejection.sample_padded",
     doc="rejection.sample on the padded [B, K] layout; every row written in full",
     inputs=(
-        I("draft_token_ids", "int64", "B, K", strided=True),
-        I("draft_probs", "float32", "B, K, V", optional=True, strided=True),
-        I("target_probs", "float32", "B, K, V", strided=True),
-        I("bonus_token_ids", "int64", "B", strided=True),
-        I("is_greedy", "bool", "B", optional=True, strided=True, doc="None: every row greedy, the noise is not read"),
-        I("uniform_probs", "float64", "B, K", optional=True, strided=True),
-        I("inv_q", "float32", "B, V", optional=True, strided=True),
+        I("draft_token_ids", "int64", "B, K", strided=True, doc="K drafts per request; -1 and ids >= V allowed"),
+        I("draft_probs", "float32", "B, K, V", optional=True, strided=True, doc=DRAFT_PROBS),
+        I("target_probs", "float32", "B, K, V", strided=True, doc=TARGET),
+        I("bonus_token_ids", "int64", "B", strided=True, doc=BONUS),
+        I("is_greedy", "bool", "B", optional=True, strided=True,
+          doc="greedy rows; None: every row, and the noise is not read"),
+        I("uniform_probs", "float64", "B, K", optional=True, strided=True,
+          doc=UNIFORMS + "; required when is_greedy is given"),
+        I("inv_q", "float32", "B, V", optional=True, strided=True,
+          doc=INV_Q + "; required when is_greedy is given"),
     ),
     outputs=PADDED_OUTPUTS,
+    semantics=f"""\
+Every row is written. Each row b is verified over its K drafts, the draft at `[b, k]` taking the role of
+position t:
+- greedy rows (every row when `is_greedy` is None) as rejection.greedy against the argmax of
+  `target_probs[b, k]` (lowest index of the largest value, NaN never wins, all NaN gives 0);
+- the other rows as rejection.random, with `uniform_probs[b, k]` and the replacement of
+  rejection.recovered computed from `target_probs[b, k]`, `draft_probs[b, k]` and `inv_q[b]`.
+
+{PADDED_ROW}
+
+With `is_greedy` None the noise inputs may be None and are not read; with `is_greedy` given both are
+required.
+
+Invalid: as rejection.greedy_padded, plus tables that are not float32 [B, K, V] of equal shape and
+missing noise while `is_greedy` is given.""",
+    tiers={
+        "valid": PADDED_VALID + " " + TABLES_VALID + " Drafts match the argmax for a drawn prefix, then "
+                 "differ. " + UNIFORMS_VALID + " `is_greedy` None (no noise), all, none or mixed.",
+        "hazard": HAZARDS.format(noise=" and of `inv_q`", uniforms=", uniforms of 0",
+                                 invariant="each row holds 1 to K + 1 ids in [0, V), then -1; "
+                                           "`num_rejected_tokens` and `last_token_ids` agree with it."),
+        "invalid": PADDED_INVALID.format(more=", tables of the wrong dtype or shape, `uniform_probs` missing "
+                                              "while `is_greedy` is given"),
+    },
+    worked=sample_padded_example,
     oracle=oracle.sample_padded,
     valid=draw.sample_padded_valid,
     hazard=draw.sample_padded_hazard,
