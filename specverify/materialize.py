@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -57,19 +58,19 @@ class Slot:
     layout: Layout
     offset: int                # byte offset of the front guard in the arena
 
-    @property
+    @cached_property
     def itemsize(self) -> int:
         return np_dtype(self.dtype).itemsize
 
-    @property
+    @cached_property
     def base_shape(self) -> tuple[int, ...]:
         return self.layout.base_shape(self.shape)
 
-    @property
+    @cached_property
     def base_bytes(self) -> int:
         return int(np.prod(self.base_shape, dtype=np.int64)) * self.itemsize
 
-    @property
+    @cached_property
     def end(self) -> int:
         return self.offset + 2 * GUARD_BYTES + self.base_bytes
 
@@ -108,7 +109,8 @@ def plan(stage: Stage, example: Example, poison: int = POISON_A,
             containers[name] = (example.containers[name], np.asarray(value))
         elif isinstance(value, np.ndarray):
             role = "inout" if name in inout else "input"
-            slot = Slot(name, role, value.dtype.name, tuple(value.shape), example.layouts.get(name) or contiguous_layout(value.ndim), offset)
+            layout = example.layouts.get(name) or contiguous_layout(value.ndim)
+            slot = Slot(name, role, value.dtype.name, tuple(value.shape), layout, offset)
             slots[name] = slot
             fills.append((slot, guard, value))
             offset = aligned(slot.end)
