@@ -1,0 +1,216 @@
+"""Triton kernels of the `graph` family: one launch per call, no host sync outside checked mode (grids
+and loop bounds come from shapes; every input is read through its strides).
+
+`fill_common_inputs` is one launch whose programs split the work by program id: token tiles first,
+then tiles of block-table rows, then one program for the length rows and their running sums."""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from specverify.kernels.checks import reads_values
+from specverify.oracles import graph as oracle
+
+TOKENS = 1024       # tokens per program (fill)
+TILE = 4096         # elements of a block-table tile
+LENS = 1024         # requests per step of a running sum
+REQUESTS = 32       # requests per program (step_context)
+SPAN = 128          # tokens per step of a request span (step_context, dsa)
+
+
+def table_tile(columns: int) -> tuple[int, int]:
+    """(rows, columns) of a block-table tile: up to 1024 columns per step, TILE elements."""
+    width = min(triton.next_power_of_2(max(columns, 1)), 1024)
+    return max(1, TILE // width), width
+
+
+# ---------------------------------------------------------------- graph.fill_common_inputs
+
+@triton.jit
+def fill_kernel(ids_ptr, ids_stride, pos_ptr, pos_stride, table_ptr, table_rows, table_cols, qsl_ptr, qsl_stride,
+                q_ptr, q_stride, kv_ptr, kv_stride, pad_ptr, pad_stride, pad_len,
+                out_ids_ptr, out_pos_ptr, out_table_ptr, qkv_ptr, cu_ptr,
+                batch, blocks, tokens, max_batch, max_blocks, max_tokens, token_programs, row_programs,
+                BLOCK_T: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_L: tl.constexpr):
+    pid = tl.program_id(0)
+    if pid < token_programs:
+        t = pid * BLOCK_T + tl.arange(0, BLOCK_T)
+        real = t < tokens
+        t64 = t.to(tl.int64)
+        ids = tl.load(ids_ptr + t64 * ids_stride, mask=real, other=0)
+        noise = tl.load(pad_ptr + t64 * pad_stride, mask=(t >= tokens) & (t < max_tokens), other=0)
+        tl.store(out_ids_ptr + t, tl.where(real, ids, noise), mask=t < max_tokens)
+        tl.store(out_pos_ptr + t, tl.load(pos_ptr + t64 * pos_stride, mask=real, other=0), mask=real)
+    elif pid < token_programs + row_programs:
+        r = (pid - token_programs) * BLOCK_R + tl.arange(0, BLOCK_R)
+        for c0 in range(0, max_blocks, BLOCK_C):
+            c = c0 + tl.arange(0, BLOCK_C)
+            source = (r[:, None] < batch) & (c[None, :] < blocks)
+            entry = tl.load(table_ptr + r[:, None].to(tl.int64) * table_rows + c[None, :].to(tl.int64) * table_cols,
+                            mask=source, other=0)
+            tl.store(out_table_ptr + r[:, None].to(tl.int64) * max_blocks + c[None, :], entry.to(tl.int32),
+                     mask=(r[:, None] < max_batch) & (c[None, :] < max_blocks))
+    else:
+        tl.store(cu_ptr, 0)
+        tl.store(cu_ptr + max_batch + 1, 0)
+        cu_q = tl.zeros([BLOCK_L], tl.int64)      # every lane carries the running sums so far
+        cu_kv = tl.zeros([BLOCK_L], tl.int64)
+        for b0 in range(0, max_batch, BLOCK_L):
+            b = b0 + tl.arange(0, BLOCK_L)
+            inside, real = b < max_batch, b < batch
+            start = tl.load(qsl_ptr + b.to(tl.int64) * qsl_stride, mask=real, other=0).to(tl.int64)
+            q = tl.load(q_ptr + b.to(tl.int64) * q_stride, mask=real, other=0).to(tl.int64)
+            kv = tl.load(kv_ptr + b.to(tl.int64) * kv_stride, mask=real, other=0).to(tl.int64)
+            q = tl.where(real, q, tl.where(inside, pad_len, 0))
+            kv = tl.where(real, kv, tl.where(inside, pad_len, 0))
+            tl.store(qkv_ptr + b, start.to(tl.int32), mask=inside)
+            tl.store(qkv_ptr + max_batch + b, q.to(tl.int32), mask=inside)
+            tl.store(qkv_ptr + 2 * max_batch + b, kv.to(tl.int32), mask=inside)
+            run_q = cu_q + tl.cumsum(q, 0)
+            run_kv = cu_kv + tl.cumsum(kv, 0)
+            tl.store(cu_ptr + 1 + b, run_q.to(tl.int32), mask=inside)
+            tl.store(cu_ptr + max_batch + 2 + b, run_kv.to(tl.int32), mask=inside)
+            cu_q += tl.sum(q, 0)
+            cu_kv += tl.sum(kv, 0)
+
+
+def fill_common_inputs(*, input_ids, position_ids, block_offsets, q_start_loc, q_seqlens, kv_seqlens, pad_ids,
+                       pad_query_len, graph_input_ids, graph_position_ids, graph_block_offsets, graph_qkv_lens,
+                       graph_cu_seqlens):
+    """See `specverify.oracles.graph.fill_common_inputs`. One launch fills every graph buffer; the
+    capacity checks read shapes only."""
+    batch, blocks, tokens = oracle.check_fill_common_inputs(
+        input_ids, position_ids, block_offsets, q_start_loc, q_seqlens, kv_seqlens, pad_ids, pad_query_len,
+        graph_input_ids, graph_position_ids, graph_block_offsets, graph_qkv_lens, graph_cu_seqlens,
+        values=reads_values(input_ids))
+    max_batch, max_blocks = graph_block_offsets.shape
+    max_tokens = graph_input_ids.shape[0]
+    rows, width = table_tile(max_blocks)
+    token_programs = triton.cdiv(max_tokens, TOKENS)
+    row_programs = triton.cdiv(max_batch, rows) if max_blocks else 0
+    fill_kernel[(token_programs + row_programs + 1,)](
+        input_ids, input_ids.stride(0), position_ids, position_ids.stride(0),
+        block_offsets, block_offsets.stride(0), block_offsets.stride(1), q_start_loc, q_start_loc.stride(0),
+        q_seqlens, q_seqlens.stride(0), kv_seqlens, kv_seqlens.stride(0), pad_ids, pad_ids.stride(0), pad_query_len,
+        graph_input_ids, graph_position_ids, graph_block_offsets, graph_qkv_lens, graph_cu_seqlens,
+        batch, blocks, tokens, max_batch, max_blocks, max_tokens, token_programs, row_programs,
+        BLOCK_T=TOKENS, BLOCK_R=rows, BLOCK_C=width, BLOCK_L=LENS)
+
+
+# ---------------------------------------------------------------- graph.step_context
+
+@triton.jit
+def step_context_kernel(q_ptr, q_stride, hist_ptr, hist_stride, ign_ptr, ign_stride, start_ptr, kv_out_ptr,
+                        pos_ptr, cu_ptr, batch, width, divisor, UNIFORM: tl.constexpr, BLOCK_R: tl.constexpr,
+                        BLOCK_S: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Program p: requests [p * BLOCK_R, (p + 1) * BLOCK_R). It sums the requests before its own, then
+    writes its rows and the positions of its requests' tokens. UNIFORM: every query is `width` long
+    (`divisor` = max(width, 1))."""
+    pid = tl.program_id(0)
+    b0 = pid * BLOCK_R
+    before_q = tl.zeros([BLOCK_S], tl.int64)
+    before_kv = tl.zeros([BLOCK_S], tl.int64)
+    for s0 in range(0, b0, BLOCK_S):
+        s = s0 + tl.arange(0, BLOCK_S)
+        m = s < b0
+        if UNIFORM:
+            q = tl.where(m, tl.zeros([BLOCK_S], tl.int64) + width, 0)
+        else:
+            q = tl.load(q_ptr + s.to(tl.int64) * q_stride, mask=m, other=0).to(tl.int64)
+        h = tl.load(hist_ptr + s.to(tl.int64) * hist_stride, mask=m, other=0).to(tl.int64)
+        ign = tl.load(ign_ptr + s.to(tl.int64) * ign_stride, mask=m, other=0).to(tl.int64)
+        before_q += q
+        before_kv += q + h - ign
+    pre_q = tl.sum(before_q, 0)
+    pre_kv = tl.sum(before_kv, 0)
+    lane = tl.arange(0, BLOCK_R)
+    b = b0 + lane
+    real = b < batch
+    if UNIFORM:
+        q = tl.where(real, tl.zeros([BLOCK_R], tl.int64) + width, 0)
+    else:
+        q = tl.load(q_ptr + b.to(tl.int64) * q_stride, mask=real, other=0).to(tl.int64)
+    h = tl.load(hist_ptr + b.to(tl.int64) * hist_stride, mask=real, other=0).to(tl.int64)
+    ign = tl.load(ign_ptr + b.to(tl.int64) * ign_stride, mask=real, other=0).to(tl.int64)
+    kv = q + h - ign
+    ends = pre_q + tl.cumsum(q, 0)
+    starts = ends - q
+    tl.store(start_ptr + b, starts.to(start_ptr.dtype.element_ty), mask=real)
+    tl.store(kv_out_ptr + b, kv.to(kv_out_ptr.dtype.element_ty), mask=real)
+    tl.store(cu_ptr + 1 + b, ends.to(tl.int32), mask=real)
+    tl.store(cu_ptr + batch + 2 + b, (pre_kv + tl.cumsum(kv, 0)).to(tl.int32), mask=real)
+    tl.store(cu_ptr, 0, mask=pid == 0)            # program 0 writes the leading zeros
+    tl.store(cu_ptr + batch + 1, 0, mask=pid == 0)
+    span_end = tl.max(tl.where(real, ends, pre_q), 0)
+    shift = h - starts                             # position = token index + (history - start)
+    for t0 in range(pre_q, span_end, BLOCK_T):
+        t = t0 + tl.arange(0, BLOCK_T)
+        if UNIFORM:
+            owner = t // divisor - b0
+        else:
+            owner = tl.sum(((ends[None, :] <= t[:, None]) & real[None, :]).to(tl.int32), 1)
+        offset = tl.sum(tl.where(owner[:, None] == lane[None, :], shift[None, :], 0), 1)
+        tl.store(pos_ptr + t, t + offset, mask=t < span_end)
+
+
+def step_context(*, q_seqlens, history_lengths, num_ignored_history, uniform_layout, q_start_loc, kv_seqlens,
+                 position_ids, cu_seqlens):
+    """See `specverify.oracles.graph.step_context`. One launch; the uniform path takes the query length
+    from the shapes (N // B) and never reads q_seqlens."""
+    batch, tokens = oracle.check_step_context(q_seqlens, history_lengths, num_ignored_history, uniform_layout,
+                                              q_start_loc, kv_seqlens, position_ids, cu_seqlens,
+                                              values=reads_values(q_seqlens))
+    width = tokens // batch if batch else 0
+    step_context_kernel[(max(triton.cdiv(batch, REQUESTS), 1),)](
+        q_seqlens, q_seqlens.stride(0), history_lengths, history_lengths.stride(0), num_ignored_history,
+        num_ignored_history.stride(0), q_start_loc, kv_seqlens, position_ids, cu_seqlens, batch, width,
+        max(width, 1), UNIFORM=uniform_layout, BLOCK_R=REQUESTS, BLOCK_S=LENS, BLOCK_T=SPAN)
+
+
+# ---------------------------------------------------------------- graph.dsa_indexer_metadata
+
+@triton.jit
+def dsa_kernel(q_ptr, q_stride, kv_ptr, kv_stride, cu_ptr, cu_stride, table_ptr, table_rows, table_cols,
+               lens_ptr, out_table_ptr, batch, blocks, n_rows, dcp_size, dcp_rank, steps,
+               BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Program p: rows [p * BLOCK_T, (p + 1) * BLOCK_T); each row finds its request by binary search
+    over cu_q (the last request whose offset is <= the row)."""
+    t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    live = (t < tl.load(cu_ptr + batch * cu_stride).to(tl.int64)) & (t < n_rows)
+    lo = tl.zeros([BLOCK_T], tl.int64)
+    hi = tl.zeros([BLOCK_T], tl.int64) + batch
+    for _ in range(steps):
+        active = lo < hi
+        mid = (lo + hi) // 2
+        end = tl.load(cu_ptr + (mid + 1) * cu_stride, mask=active & live, other=0).to(tl.int64)
+        right = active & (end <= t)
+        lo, hi = tl.where(right, mid + 1, lo), tl.where(active & ~right, mid, hi)
+    owner = tl.minimum(lo, batch - 1)
+    start = tl.load(cu_ptr + owner * cu_stride, mask=live, other=0).to(tl.int64)
+    q = tl.load(q_ptr + owner * q_stride, mask=live, other=0).to(tl.int64)
+    kv = tl.load(kv_ptr + owner * kv_stride, mask=live, other=0).to(tl.int64)
+    reach = kv - q + (t - start) + 1 + dcp_size - 1 - dcp_rank
+    lengths = tl.where(reach > 0, reach // dcp_size, 0)
+    tl.store(lens_ptr + t, lengths.to(tl.int32), mask=live)
+    for c0 in range(0, blocks, BLOCK_C):
+        c = c0 + tl.arange(0, BLOCK_C)
+        tile = live[:, None] & (c[None, :] < blocks)
+        entry = tl.load(table_ptr + owner[:, None] * table_rows + c[None, :].to(tl.int64) * table_cols,
+                        mask=tile, other=0)
+        tl.store(out_table_ptr + t[:, None].to(tl.int64) * blocks + c[None, :], entry.to(tl.int32), mask=tile)
+
+
+def dsa_indexer_metadata(*, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_size, dcp_rank, indexer_kv_lens,
+                         expanded_block_table):
+    """See `specverify.oracles.graph.dsa_indexer_metadata`. One launch over the N rows."""
+    batch, blocks = oracle.check_dsa_indexer_metadata(q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_size,
+                                                      dcp_rank, indexer_kv_lens, expanded_block_table,
+                                                      values=reads_values(q_seqlens))
+    if batch == 0 or N == 0:
+        return
+    rows, width = table_tile(blocks)
+    rows = min(rows, SPAN)
+    dsa_kernel[(triton.cdiv(N, rows),)](
+        q_seqlens, q_seqlens.stride(0), kv_seqlens, kv_seqlens.stride(0), cu_q, cu_q.stride(0), block_offsets,
+        block_offsets.stride(0), block_offsets.stride(1), indexer_kv_lens, expanded_block_table, batch, blocks, N,
+        dcp_size, dcp_rank, batch.bit_length(), BLOCK_T=rows, BLOCK_C=width)

@@ -1,0 +1,150 @@
+"""Stage records of the `graph` family (STAGES.md: graph.*): the per-step attention metadata and the
+fused fill of a captured CUDA graph's input buffers.
+
+Choices where STAGES.md is silent (full list in `specverify.oracles.graph`): capacities are the graph
+buffers' shapes; PAD is `pad_query_len` for both the q and the kv row of a padding request; length
+rows are int32 or int64 in and int32 in the graph; step_context's flag is `uniform_layout` (a promise
+that every query has the same length, refused where values are checked when broken); dsa takes
+kv < q as its hazard tier.
+"""
+from __future__ import annotations
+
+from specverify.oracles import graph as oracle
+from specverify.stage import I, O, Stage, kernels
+from specverify.strategies import graph as draw
+
+IDX = "int32|int64"
+
+
+FILL_COMMON_INPUTS = Stage(
+    name="graph.fill_common_inputs",
+    doc="one fused copy of a real batch into the captured graph's buffers, padding everything past it",
+    semantics=(
+        "The engine replays a CUDA graph captured for MB requests, MT tokens and MNB blocks per request; "
+        "each step the real batch (B requests, N tokens, NB blocks per request) is copied in and the rest "
+        "is made harmless.\n"
+        "- graph_input_ids: the N real ids, then pad_ids at the same index up to MT (every entry written).\n"
+        "- graph_position_ids: the N real positions; the tail keeps whatever it held.\n"
+        "- graph_block_offsets: each real request's NB block ids, 0 (the padding block) everywhere else.\n"
+        "- graph_qkv_lens: rows q_start_loc, q_seqlens, kv_seqlens; a padding request gets 0, PAD, PAD "
+        "with PAD = pad_query_len.\n"
+        "- graph_cu_seqlens: 0, then the running sums of the q and the kv row over all MB requests.\n"
+        "Capacities are the graph buffers' shapes; B > MB, NB > MNB or N > MT is refused, never cut. The "
+        "queries must cover the N tokens, q_start_loc must be their exclusive running sum, and every value "
+        "and running sum must fit the graph's int32; block ids lie in [0, 2**31 - 1]."),
+    tiers={
+        "valid": "engine capture sizes (1, 2, 4, ..., 256, then multiples of 256) and batches from empty to "
+                 "exactly full; target-verify, draft and ragged queries; int32/int64 length rows and block "
+                 "tables; sliced inputs; block ids up to 2**31 - 1 and kv sums up to the int32 limit.",
+        "hazard": "none: every in-domain input has exactly defined output bytes, so the edges (empty batch, "
+                  "full capacity, the int32 limits) are in the valid tier.",
+        "invalid": "a batch, block row or token count one past capacity; negative lengths; queries that do "
+                   "not cover the tokens; q_start_loc not their running sum; sums or PAD past int32; "
+                   "negative or too large block ids.",
+    },
+    inputs=(
+        I("input_ids", "int64", "N", strided=True, doc="the real batch's token ids"),
+        I("position_ids", "int64", "N", strided=True, doc="the real batch's positions"),
+        I("block_offsets", IDX, "B, NB", strided=True, doc="per request its KV block ids, in [0, 2**31 - 1]"),
+        I("q_start_loc", IDX, "B", strided=True, doc="where each query starts: exclusive running sum of q"),
+        I("q_seqlens", IDX, "B", strided=True, doc="query tokens per request; they sum to N"),
+        I("kv_seqlens", IDX, "B", strided=True, doc="KV length per request"),
+        I("pad_ids", "int64", "MT", strided=True, doc="padding-id noise: the graph's ids past N come from here"),
+        I("pad_query_len", "int", doc="PAD: the q and kv length of a padding request, >= 0"),
+    ),
+    outputs=(
+        O("graph_input_ids", "int64", "MT", doc="real ids, then pad_ids; MT is the token capacity"),
+        O("graph_position_ids", "int64", "MT", doc="[:N] written, the tail untouched"),
+        O("graph_block_offsets", "int32", "MB, MNB", doc="real rows copied, 0 elsewhere; sets MB and MNB"),
+        O("graph_qkv_lens", "int32", "3, MB", doc="q_start_loc, q_seqlens, kv_seqlens; padding 0, PAD, PAD"),
+        O("graph_cu_seqlens", "int32", "2, MB+1", doc="0, then running sums of the q and kv rows"),
+    ),
+    oracle=oracle.fill_common_inputs,
+    valid=draw.fill_valid,
+    invalid=draw.fill_invalid,
+    rows=draw.fill_table,
+    worked=draw.fill_worked,
+    impls=kernels("graph", "fill_common_inputs"),
+)
+
+STEP_CONTEXT = Stage(
+    name="graph.step_context",
+    doc="per step: query starts, visible KV lengths, packed positions and the running sums of both",
+    semantics=(
+        "For each request b with a query of q tokens after h history tokens, of which a sliding window "
+        "ignores g: q_start_loc[b] is the sum of the earlier queries, kv_seqlens[b] = q + h - g, and its "
+        "tokens get positions h, h + 1, ..., h + q - 1, packed in request order. cu_seqlens holds 0 and the "
+        "running sums of the queries (row 0) and the KV lengths (row 1). uniform_layout=True selects a fast "
+        "path that takes the common query length from the shapes (N // B) and never reads q_seqlens; it "
+        "must produce the same bytes as the general path, and is refused when the queries differ (where "
+        "values are checked). The inputs share one dtype, which q_start_loc and kv_seqlens keep."),
+    tiers={
+        "valid": "decode (q = 1), target-verify (q = K + 1), ragged and all-empty queries, the flag on and off "
+                 "for uniform batches; no, partial and complete sliding windows; int64 histories past 2**31.",
+        "hazard": "none: every in-domain input has exactly defined output bytes.",
+        "invalid": "negative lengths; more history ignored than exists; a position buffer not sum(q) long; "
+                   "kv sums past int32; the uniform flag on queries of different lengths.",
+    },
+    inputs=(
+        I("q_seqlens", IDX, "B", strided=True, doc="query tokens per request, >= 0"),
+        I("history_lengths", IDX, "B", strided=True, doc="tokens already in the cache; dtype of q_seqlens"),
+        I("num_ignored_history", IDX, "B", strided=True, doc="history a sliding window drops, <= history"),
+        I("uniform_layout", "bool", doc="every query has the same length: take the fast path"),
+    ),
+    outputs=(
+        O("q_start_loc", IDX, "B", doc="exclusive running sum of q; dtype of q_seqlens"),
+        O("kv_seqlens", IDX, "B", doc="q + history - ignored; dtype of q_seqlens"),
+        O("position_ids", "int64", "sum(q)", doc="history + 0, 1, ..., per request, packed"),
+        O("cu_seqlens", "int32", "2, B+1", doc="0, then running sums of q and of kv_seqlens"),
+    ),
+    oracle=oracle.step_context,
+    valid=draw.step_valid,
+    invalid=draw.step_invalid,
+    rows=draw.step_table,
+    worked=draw.step_worked,
+    impls=kernels("graph", "step_context"),
+)
+
+DSA_INDEXER_METADATA = Stage(
+    name="graph.dsa_indexer_metadata",
+    doc="per query token: its causal KV length on this context-parallel rank, and its request's block row",
+    semantics=(
+        "Query token j of request b sits in row cu_q[b] + j and sees kv - q + j + 1 KV entries (the "
+        "history and the query up to itself). With decode context parallelism the entries are dealt "
+        "round-robin over dcp_size ranks, so rank r holds ceil((visible - r) / dcp_size) of them, never "
+        "fewer than 0: indexer_kv_lens[row] = max((visible + dcp_size - 1 - r) // dcp_size, 0). The row "
+        "of expanded_block_table is request b's block row. Rows at or past sum(q) (the graph's padding "
+        "up to N) are left untouched. With dcp_size 1 and one token per request the lengths are "
+        "kv_seqlens."),
+    tiers={
+        "valid": "decode, target-verify and ragged queries on kv >= q; dcp_size 1, 2, 4 (and 3, 8) with every "
+                 "rank; N exact, with spare rows, or a capture size; int32/int64 inputs, sliced.",
+        "hazard": "kv shorter than q (an engine never passes it): tokens whose causal prefix is empty get 0, "
+                  "never a negative length; block rows still copied; rows past the queries untouched.",
+        "invalid": "negative lengths; kv past int32; cu_q not the running sum of q; queries longer than N; "
+                   "N not the buffers' length; rank outside [0, dcp_size); dcp_size < 1; bad block ids.",
+    },
+    inputs=(
+        I("q_seqlens", IDX, "B", strided=True, doc="query tokens per request"),
+        I("kv_seqlens", IDX, "B", strided=True, doc="KV length per request, the query included"),
+        I("cu_q", IDX, "B+1", strided=True, doc="exclusive running sum of q_seqlens"),
+        I("block_offsets", IDX, "B, NB", strided=True, doc="per request its KV block ids"),
+        I("N", "int", doc="rows of the outputs (>= sum(q))"),
+        I("dcp_size", "int", doc="decode context parallel world size, >= 1"),
+        I("dcp_rank", "int", doc="this rank, in [0, dcp_size)"),
+    ),
+    outputs=(
+        O("indexer_kv_lens", "int32", "N", doc="per query token; rows past sum(q) untouched"),
+        O("expanded_block_table", "int32", "N, NB", doc="the owner's block row; rows past sum(q) untouched"),
+    ),
+    oracle=oracle.dsa_indexer_metadata,
+    valid=draw.dsa_valid,
+    hazard=draw.dsa_hazard,
+    invalid=draw.dsa_invalid,
+    invariants=draw.dsa_invariants,
+    rows=draw.dsa_table,
+    worked=draw.dsa_worked,
+    impls=kernels("graph", "dsa_indexer_metadata"),
+)
+
+STAGES = (FILL_COMMON_INPUTS, STEP_CONTEXT, DSA_INDEXER_METADATA)
