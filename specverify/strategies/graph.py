@@ -49,8 +49,7 @@ def packed_positions(history: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 @st.composite
 def sliced(draw, names: list[str], ndim: int = 1) -> dict[str, Layout]:
-    """Example.layouts: each named input, independently, now and then a strided slice of a larger buffer
-    (a transposed view is not expressible as a Layout yet: tests/test_graph.py builds one by hand)."""
+    """Example.layouts: each named input, independently, now and then a strided view of a larger buffer."""
     found = {}
     for name in names:
         drawn = draw(layout(ndim))
