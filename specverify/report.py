@@ -71,7 +71,10 @@ def inputs_table(stage: Stage, example: Example, width: int = 110) -> str:
     out = io.StringIO()
     Console(file=out, width=width, color_system=None, soft_wrap=False).print(table)
     more = f"  ... {len(rows) - limit} more rows\n" if len(rows) > limit else ""
-    return out.getvalue() + more
+    none = "(no rows: an empty batch)\n" if not rows else ""
+    scalars = [f"{k} = {v!r}" for k, v in example.inputs.items()
+               if stage.rows is not None and not isinstance(v, (np.ndarray, list, type(None)))]
+    return out.getvalue() + none + more + ("; ".join(scalars) + "\n" if scalars else "")
 
 
 def describe_value(value: Any, limit: int = 16) -> str:
