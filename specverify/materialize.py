@@ -29,7 +29,7 @@ class Placed:
     def base_numpy(self) -> np.ndarray:
         base = self.base
         if not isinstance(base, np.ndarray):
-            base = base.detach().cpu().numpy()
+            base = to_numpy(base)
         return base.copy()
 
 
@@ -42,6 +42,33 @@ def filled(shape: tuple[int, ...], dtype: np.dtype, byte: int) -> np.ndarray:
     return np.full(count * dtype.itemsize, byte, np.uint8).view(dtype).reshape(shape)
 
 
+# dtypes NumPy lacks (ml_dtypes provides them): handed across as same-width unsigned ints, bit for bit
+BITS = {"bfloat16": "uint16", "float8_e4m3fn": "uint8", "float8_e5m2": "uint8"}
+
+
+def to_torch(array: np.ndarray):
+    """A CPU tensor sharing `array`'s memory; bfloat16 and fp8 arrays become tensors of the same name."""
+    import torch
+
+    name = array.dtype.name
+    if name in BITS:
+        return torch.from_numpy(array.view(BITS[name])).view(getattr(torch, name))
+    return torch.from_numpy(array)
+
+
+def to_numpy(tensor) -> np.ndarray:
+    """A tensor's values as an ndarray (bfloat16 and fp8 as ml_dtypes arrays, bit for bit)."""
+    import torch
+
+    name = str(tensor.dtype).removeprefix("torch.")
+    tensor = tensor.detach().cpu()
+    if name in BITS:
+        import ml_dtypes
+
+        return tensor.view(getattr(torch, BITS[name])).numpy().view(getattr(ml_dtypes, name))
+    return tensor.numpy()
+
+
 def place(values: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype, layout: Layout | None,
           fill: int, lib: str, device: str) -> Placed:
     """Allocate the base filled with `fill`, write `values` (if any) into the view, hand it over."""
@@ -52,9 +79,7 @@ def place(values: np.ndarray | None, shape: tuple[int, ...], dtype: np.dtype, la
         base[index] = values
     if lib == "numpy":
         return Placed(base, base[index], layout)
-    import torch
-
-    tensor = torch.from_numpy(base).to(device)
+    tensor = to_torch(base).to(device)
     return Placed(tensor, tensor[index], layout)
 
 
