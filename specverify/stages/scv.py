@@ -1,0 +1,92 @@
+"""Stage records of the `scv` family (STAGES.md: scv.*).
+
+Where STAGES.md is silent (see `specverify.oracles.scv`): a -1 draft is never accepted; ids compare at
+full width; token arrays may run past the batch's drafts (CUDA-graph padding), where the mask is
+False. `adaptive_k` is a host policy with a documented step rule, compared exactly (no float rounding).
+"""
+from __future__ import annotations
+
+from specverify.oracles import scv as oracle
+from specverify.stage import I, O, Stage, kernels
+from specverify.strategies import scv as draw
+
+IDS = "int32|int64"
+
+ACCEPTANCE_MASK = Stage(
+    name="scv.acceptance_mask",
+    doc="each request's accepted prefix of drafts as a per-token mask and a count, with no per-request loop",
+    inputs=(
+        I("draft_token_ids", IDS, "T", strided=True, doc="flattened drafts; T may exceed the batch's drafts"),
+        I("target_token_ids", IDS, "T", strided=True, doc="the target model's id at each draft position"),
+        I("cu_num_draft_tokens", "int32", "B", doc="inclusive cumulative draft counts"),
+    ),
+    outputs=(
+        O("accepted_mask", "bool", "T", doc="True on each request's accepted prefix, False elsewhere"),
+        O("num_accepted", "int32", "B", doc="length of each request's accepted prefix"),
+    ),
+    oracle=oracle.acceptance_mask,
+    valid=draw.acceptance_valid,
+    hazard=draw.acceptance_hazard,
+    invalid=draw.acceptance_invalid,
+    invariants=draw.acceptance_invariants,
+    rows=draw.acceptance_table,
+    impls=kernels("scv", "acceptance_mask"),
+    semantics=(
+        "Each request's drafts (its span of the flattened arrays, from the inclusive offsets) are accepted "
+        "in order while the draft equals the target id and is not -1; the first other draft ends the "
+        "request's acceptance, whatever follows. accepted_mask is True exactly on the accepted drafts and "
+        "False everywhere else, padding past the last request included; num_accepted counts them. Every "
+        "element of both outputs is written. Kernels may not loop over requests on the host nor wait for "
+        "the device."
+    ),
+    tiers={
+        "valid": "Empty, uniform, ragged and long (>128, across a 256-token tile) batches; every draft, none or "
+                 "some accepted; the rejection by another id, a -1 draft, or an int64 id equal in its low 32 "
+                 "bits; drafts that match again after it; padding tokens; strided token arrays; mixed dtypes.",
+        "hazard": "Every draft and target -1, every id at int32's top, or every draft equal to its target; "
+                  "checked by restating the contract (prefix masks, counts, the first rejected draft).",
+        "invalid": "Offsets beyond the tokens, negative or decreasing; ids below -1 in either array.",
+    },
+    worked=draw.acceptance_worked,
+)
+
+ADAPTIVE_K = Stage(
+    name="scv.adaptive_k",
+    doc="the next step's draft length from the recent acceptance: up, down or kept, within bounds",
+    host=True,
+    inputs=(
+        I("num_accepted_tokens", IDS, "N", doc="accepted drafts per step, oldest first (list, ndarray or tensor)"),
+        I("num_draft_tokens", IDS, "N", doc="drafted tokens per recent step (list, ndarray or tensor)"),
+        I("current_k", "int", doc=">= 0; may lie outside the bounds (clamped first)"),
+        I("min_k", "int", doc="lower bound, >= 0"),
+        I("max_k", "int", doc="upper bound, >= min_k"),
+        I("target_ratio", "float", doc="acceptance ratio to reach, in (0, 1]"),
+        I("window", "int", doc="how many of the latest steps count, >= 1"),
+    ),
+    outputs=(O("next_k", "int", doc="returned: the draft length of the next step, a Python int"),),
+    oracle=oracle.adaptive_k,
+    valid=draw.adaptive_valid,
+    hazard=draw.adaptive_hazard,
+    invalid=draw.adaptive_invalid,
+    rows=draw.adaptive_table,
+    impls={"numpy": "specverify.kernels.host.scv:adaptive_k"},
+    semantics=(
+        "Sum the accepted (a) and drafted (d) tokens of the last `window` steps. Start from current_k clamped "
+        "to [min_k, max_k]. With d = 0 keep it; if a >= target_ratio * d add one; if 2a < target_ratio * d "
+        "take one away; otherwise keep it; clamp to the bounds again. The comparisons are exact: the float "
+        "target is its exact binary value and the sums are unbounded integers. So the result is always "
+        "within the bounds, never smaller when more drafts were accepted, and the same on every call."
+    ),
+    tiers={
+        "valid": "Empty to 12-step histories with zero-draft steps, windows shorter and longer than the history, "
+                 "bounds of width 0 to 4 with current_k inside and outside them; window sums exactly at the "
+                 "target or at half of it (or one either side), and sums whose float quotient equals a decimal "
+                 "target (8/10 == 0.8 in floats, below it exactly); lists, ndarrays and tensors of int32 or int64.",
+        "hazard": "Counts near 2**62, so window sums pass int64's range; empty histories.",
+        "invalid": "Histories of different lengths, accepted above drafted, negative counts, min_k above max_k "
+                   "or negative, negative current_k, window 0, a target of 0, above 1, NaN or not a float.",
+    },
+    worked=draw.adaptive_worked,
+)
+
+STAGES = (ACCEPTANCE_MASK, ADAPTIVE_K)

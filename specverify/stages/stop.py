@@ -1,0 +1,61 @@
+"""Stage record of the `stop` family (STAGES.md: stop.*).
+
+Where STAGES.md is silent (see `specverify.oracles.stop`): rows are an emitted prefix then only -1, and
+`num_rejected_tokens`, when given, counts those -1; stop ids are per row, -1 padding anywhere in a row
+and never matching; without stop ids (None, or no columns) only the budget stops a request; the budget
+may be zero or negative on entry and the new budget keeps its dtype.
+"""
+from __future__ import annotations
+
+from specverify.oracles import stop as oracle
+from specverify.stage import I, O, Stage, kernels
+from specverify.strategies import stop as draw
+
+IDS = "int32|int64"
+
+SPEC_STOPPING = Stage(
+    name="stop.spec_stopping",
+    doc="where each request stops among this step's emitted tokens (its stop ids or its length budget)",
+    inputs=(
+        I("output_token_ids", IDS, "B, K1", strided=True, doc="K1 = K+1 columns: the emitted tokens, then -1"),
+        I("num_rejected_tokens", IDS, "B", optional=True, doc="the -1 entries of each row; None: counted here"),
+        I("num_appendable", IDS, "B", doc="tokens each request may still append (max_new_tokens less so far)"),
+        I("stop_ids", IDS, "B, W", optional=True, strided=True,
+          doc="each request's EOS and stop ids, -1 as padding; None: no stop ids"),
+    ),
+    outputs=(
+        O("stop_pos", "int32", "B", doc="index of the token that stops the request, -1 if none"),
+        O("stopped", "bool", "B", doc="stop_pos >= 0"),
+        O("new_num_appendable", IDS, "B", doc="dtype of num_appendable; A - emitted, at most 0 when stopped"),
+    ),
+    oracle=oracle.spec_stopping,
+    valid=draw.spec_stopping_valid,
+    hazard=draw.spec_stopping_hazard,
+    invalid=draw.spec_stopping_invalid,
+    invariants=draw.spec_stopping_invariants,
+    rows=draw.spec_stopping_table,
+    impls=kernels("stop", "spec_stopping"),
+    semantics=(
+        "Row r emitted e = K+1 - num_rejected[r] tokens (its entries before the -1s). Emitted token i stops "
+        "the request when the budget runs out there (A - (i+1) <= 0) or when it is one of row r's own stop "
+        "ids; -1 padding in stop_ids never matches. stop_pos is the first such i (-1 if none), stopped says "
+        "whether there is one, and new_num_appendable is A - e, lowered to at most 0 for a stopped request "
+        "(it goes negative when the step ran past the budget). The engine keeps tokens 0..stop_pos. The "
+        "result equals feeding the emitted tokens one at a time through an ordinary stop check "
+        "(`oracles.stop.sequential_stopping`). All three outputs are written for every row."
+    ),
+    tiers={
+        "valid": "Rows of ragged, full or empty emitted prefixes playing one scenario each (no stop, a stop id "
+                 "mid-run, as the last token or the bonus, exactly at the budget, the budget crossed or already "
+                 "spent, another row's stop id); stop ids None, empty, shared or per row with scattered padding; "
+                 "int32 and int64 fields, the dtype's largest id, budgets at the dtype's edges.",
+        "hazard": "The same rows with ids 0 and the largest id both dtypes hold as tokens and stop ids, and stop "
+                  "rows of one repeated id; checked against the one-token-at-a-time reference.",
+        "invalid": "An id below -1, an id after a -1, no columns, counts that disagree with the -1 entries, a "
+                   "stop id below -1, a budget whose result would not fit its dtype, a new-budget buffer of "
+                   "another dtype.",
+    },
+    worked=draw.spec_stopping_worked,
+)
+
+STAGES = (SPEC_STOPPING,)

@@ -1,0 +1,300 @@
+"""Strategies of the `kv` family.
+
+Sources are f16, bf16 or f32 (bf16 as ml_dtypes arrays); caches the source dtype or fp8 (e4m3fn, e5m2).
+Values are drawn where fp8 rounding decides: exact midpoints between neighbouring fp8 values (ties,
+with power-of-two scales so the quotient is exact), the largest finite value and just beyond it,
+subnormal edges, signed zeros, and a wide sweep of magnitudes. Slots: contiguous runs (a request's
+tokens), scattered slots, the cache's last slot; tokens that are not written (rejected, or without a
+slot) often point at a written token's slot, so writing one clobbers an accepted value.
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+from hypothesis import strategies as st
+
+from specverify.oracles.kv import BITS, FP8, LAYOUTS, SOURCES, fp8_code_of_bits, fp8_value
+from specverify.stage import Buffer, DrawContext, Example, Layout
+from specverify.strategies.blocks import generator, invalid, label, one_invalid, short
+
+
+def cast(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float64 values in a source dtype, clipped to its finite range (bf16 rounds through float32)."""
+    top = float(ml_dtypes.finfo(dtype).max)
+    return np.clip(values, -top, top).astype(np.float32).astype(dtype)
+
+
+def fp8_points(rng, size: int, cache_dtype: str) -> np.ndarray:
+    """Magnitudes where rounding to the cache format decides: midpoints of neighbouring values, the
+    largest value and beyond, subnormal edges."""
+    fmt = FP8[cache_dtype]
+    codes = rng.integers(0, fmt.max_code, size)
+    low = np.array([fp8_value(int(c), fmt) for c in codes])
+    high = np.array([fp8_value(int(c) + 1, fmt) for c in codes])
+    largest, tiny = fp8_value(fmt.max_code, fmt), fp8_value(1, fmt)
+    edges = np.array([largest, largest * (1 + 2.0 ** -(fmt.mantissa + 1)), largest * 1.5, tiny / 2, tiny * 1.5,
+                      fp8_value(1 << fmt.mantissa, fmt), 0.0])
+    return np.where(rng.random(size) < 0.8, (low + high) / 2, rng.choice(edges, size))
+
+
+@st.composite
+def source_values(draw, rng, shape: tuple, dtype: str, cache_dtype: str, scale: float) -> np.ndarray:
+    kind = draw(st.sampled_from(["normal", "wide", "fp8 edges" if cache_dtype in FP8 else "normal", "subnormal"]))
+    label(f"values: {kind}")
+    size = int(np.prod(shape))
+    if kind == "normal":
+        values = rng.standard_normal(size) * 10.0 ** rng.integers(-2, 3)
+    elif kind == "wide":
+        values = np.ldexp(rng.random(size) + 0.5, rng.integers(-30, 20, size))
+    elif kind == "subnormal":   # the source dtype's subnormals, and normals around them
+        tiny = float(ml_dtypes.finfo(dtype).smallest_normal)
+        values = tiny * np.ldexp(rng.random(size), rng.integers(-10, 2, size))
+    else:
+        values = fp8_points(rng, size, cache_dtype) * scale
+    values = np.where(rng.random(size) < 0.5, -values, values)
+    values[rng.random(size) < 0.02] = -0.0
+    return cast(values, dtype).reshape(shape)
+
+
+@st.composite
+def written_mask(draw, rng, tokens: int) -> np.ndarray:
+    """Accepted tokens: all, none, random, or requests of consecutive tokens each accepting a prefix."""
+    kind = draw(st.sampled_from(["prefixes", "all", "random", "none", "prefixes"]))
+    label(f"accepted: {kind}")
+    if kind in ("all", "none"):
+        return np.full(tokens, kind == "all")
+    if kind == "random":
+        return rng.random(tokens) < 0.5
+    mask, start = np.zeros(tokens, bool), 0
+    while start < tokens:
+        n = int(rng.integers(1, 6))
+        mask[start:start + int(rng.integers(0, n + 1))] = True
+        start += n
+    return mask
+
+
+@st.composite
+def slots(draw, rng, written: np.ndarray, capacity: int) -> np.ndarray:
+    """Distinct slots for the written tokens (a run, scattered, or taking the last slot); the others get
+    -1, a written token's slot, or any slot."""
+    count = int(written.sum())
+    kind = draw(st.sampled_from(["run", "scattered", "last slot"]))
+    label(f"slots: {kind}")
+    if kind == "run":
+        start = int(rng.integers(0, capacity - count + 1))
+        chosen = np.arange(start, start + count)
+    else:
+        chosen = rng.choice(capacity, count, replace=False)
+        if kind == "last slot" and count and capacity - 1 not in chosen:
+            chosen[-1] = capacity - 1
+    out = np.full(len(written), -1, np.int64)
+    out[written] = chosen
+    others = np.flatnonzero(~written)
+    style = draw(st.sampled_from(["collide", "none", "anywhere"]))
+    if len(others):
+        label(f"unwritten tokens: {style}")
+    if style == "collide" and count:
+        out[others] = rng.choice(chosen, len(others))
+    elif style == "anywhere":
+        out[others] = rng.integers(-1, capacity, len(others))
+    return out
+
+
+@st.composite
+def scales(draw, rng, tokens: int, fp8: bool, hazard: bool) -> tuple[np.ndarray | None, np.ndarray | None, float]:
+    """(k_scale, v_scale, a power of two the fp8 edge values are multiplied by)."""
+    unit = 2.0 ** draw(st.integers(-4, 4))
+    if not fp8:
+        kind = draw(st.sampled_from(["None", "ignored"]))
+        label(f"scales: {kind} (same-dtype cache)")
+        if kind == "None":
+            return None, None, unit
+        return np.array([np.nan], np.float32), np.full(tokens or 1, -3.0, np.float32), unit
+    found = []
+    for name in ("k", "v"):
+        per_token = tokens > 1 and draw(st.booleans())
+        size = tokens if per_token else 1
+        kind = draw(st.sampled_from(["power of two", "one", "random", "tiny"]))
+        label(f"scale: {'per token' if per_token else 'per tensor'}, {kind}")
+        values = {"power of two": np.full(size, unit), "one": np.ones(size), "tiny": np.full(size, 1e-3),
+                  "random": rng.uniform(0.01, 4.0, size)}[kind]
+        if hazard:
+            bad = draw(st.sampled_from([0.0, -0.0, np.inf, np.nan, -2.0, 1e-40]))
+            label(f"hazard: scale {bad}")
+            values = np.where(rng.random(size) < 0.5, bad, values)
+        found.append(values.astype(np.float32))
+    return found[0], found[1], unit
+
+
+@st.composite
+def commit_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
+    tokens = draw(st.one_of(st.integers(0, 4), st.integers(0, 16 if ctx.small else 48)))
+    heads = draw(st.sampled_from([1, 2, 3, 4]))
+    dim = draw(st.sampled_from([1, 3, 8, 16, 64]))
+    src_dtype = draw(st.sampled_from(SOURCES))
+    cache_dtype = draw(st.sampled_from([src_dtype, *FP8]))
+    layout = draw(st.sampled_from(LAYOUTS))
+    block_size = draw(st.sampled_from([1, 2, 5, 16]))
+    label(f"cache: {src_dtype} -> {cache_dtype}")
+    label(f"layout: {layout}")
+    rng = draw(generator())
+    accepted = draw(written_mask(rng, tokens))
+    has_slot = rng.random(tokens) >= draw(st.sampled_from([0.0, 0.0, 0.3]))
+    written = accepted & has_slot
+    num_blocks = -(-int(written.sum()) // block_size) + draw(st.integers(0, 2))
+    num_blocks = max(num_blocks, 1)
+    slot_mapping = draw(slots(rng, written, num_blocks * block_size))
+    slot_mapping[accepted & ~has_slot] = -1
+    k_scale, v_scale, unit = draw(scales(rng, tokens, cache_dtype in FP8, tier == "hazard"))
+    key = draw(source_values(rng, (tokens, heads, dim), src_dtype, cache_dtype, unit))
+    value = draw(source_values(rng, (tokens, heads, dim), src_dtype, cache_dtype, unit))
+    if tier == "hazard":
+        key, value = (draw(non_finite(rng, x)) for x in (key, value))
+    shape = (num_blocks, block_size, heads, dim) if layout == "NHD" else (num_blocks, heads, block_size, dim)
+    slot_dtype = draw(st.sampled_from(["int64", "int32"]))
+    return Example(
+        tier=tier,
+        inputs={"key": key, "value": value, "slot_mapping": slot_mapping.astype(slot_dtype),
+                "accepted_mask": accepted, "layout": layout, "k_scale": k_scale, "v_scale": v_scale},
+        outputs={"key_cache": Buffer(shape, cache_dtype, draw(cache_layout())),
+                 "value_cache": Buffer(shape, cache_dtype, draw(cache_layout()))},
+        layouts={name: lay for name in ("key", "value") if (lay := draw(source_layout())) is not None},
+    )
+
+
+@st.composite
+def source_layout(draw) -> Layout | None:
+    """Contiguous, or tokens further apart (a slice of a fused qkv tensor) with padded rows."""
+    if not draw(st.booleans()):
+        return None
+    label("source: strided")
+    return Layout((draw(st.sampled_from([1, 3])), 1, 1), (0, 0, draw(st.sampled_from([0, 2]))))
+
+
+@st.composite
+def cache_layout(draw) -> Layout | None:
+    """Contiguous, or every other block (one of the caches of a [NB, 2, ...] tensor) with padded rows."""
+    if not draw(st.booleans()):
+        return None
+    label("cache: strided")
+    return Layout((2, 1, 1, 1), (0, 0, 0, draw(st.sampled_from([0, 3]))))
+
+
+@st.composite
+def non_finite(draw, rng, x: np.ndarray) -> np.ndarray:
+    """Hazard: NaN (either sign, any payload) and infinities among the values."""
+    bits = x.view(BITS[x.dtype.name]).copy()
+    width = bits.dtype.itemsize * 8
+    mantissa = {"float16": 10, "bfloat16": 7, "float32": 23}[x.dtype.name]
+    exponent_mask = ((1 << (width - 1 - mantissa)) - 1) << mantissa
+    special = rng.random(bits.shape) < draw(st.sampled_from([0.1, 0.5]))
+    payload = rng.integers(0, 1 << mantissa, bits.shape)
+    payload[rng.random(bits.shape) < 0.3] = 0                       # infinities
+    sign = rng.integers(0, 2, bits.shape) << (width - 1)
+    bits[special] = (sign | exponent_mask | payload)[special].astype(bits.dtype)
+    label("hazard: NaN and infinite sources")
+    return bits.view(x.dtype)
+
+
+def commit_hazard(ctx: DrawContext):
+    return commit_valid(ctx, tier="hazard")
+
+
+def commit_invariants(ex: Example, out: dict) -> list[str]:
+    """Hazard tier: every written element holds the contract's bytes (the copy, or the fp8 byte of
+    source / scale: NaN 0x7F, infinities saturated), and every other element of a cache is untouched
+    (they all hold the same fill)."""
+    x = ex.inputs
+    layout, broken = x["layout"], []
+    for source, scale, name in ((x["key"], x["k_scale"], "key_cache"), (x["value"], x["v_scale"], "value_cache")):
+        cache = out[name]
+        bits = cache.view(BITS[cache.dtype.name])
+        block_size = cache.shape[1 if layout == "NHD" else 2]
+        written = np.zeros(cache.shape, bool)
+        for t in np.flatnonzero(x["accepted_mask"] & (x["slot_mapping"] >= 0)):
+            block, offset = divmod(int(x["slot_mapping"][t]), block_size)
+            where = (block, offset) if layout == "NHD" else (block, slice(None), offset)
+            written[where] = True
+            got = bits[where]
+            if cache.dtype.name in FP8:
+                divisor = np.float32(scale[t if len(scale) > 1 else 0])
+                with np.errstate(all="ignore"):
+                    quotient = source[t].astype(np.float32) / divisor
+                codes = [fp8_code_of_bits(b, cache.dtype.name) for b in quotient.view(np.uint32).ravel().tolist()]
+                want = np.array(codes, np.uint8).reshape(got.shape)
+            else:
+                want = source[t].view(bits.dtype)
+            if not np.array_equal(got, want):
+                broken.append(f"{name}: token {t} (slot {int(x['slot_mapping'][t])}) holds {short(got.ravel())}, "
+                              f"the contract gives {short(want.ravel())}")
+        rest = bits[~written]
+        if len(rest) and (rest != rest[0]).any():
+            broken.append(f"{name}: an element outside the written slots changed")
+    return broken[:3]
+
+
+@st.composite
+def commit_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(commit_valid(ctx))
+    x = ex.inputs
+    slot_mapping, accepted = x["slot_mapping"], x["accepted_mask"]
+    buf = ex.outputs["key_cache"]
+    capacity = buf.shape[0] * buf.shape[1 if x["layout"] == "NHD" else 2]
+    found = [invalid(ex, "layout", "'NHD' or 'HND'", layout="NDH")]
+    other = {"float16": "bfloat16", "bfloat16": "float32", "float32": "float16"}[x["key"].dtype.name]
+    found.append(invalid(ex, "key_cache", "the source dtype or fp8", outputs={
+        "key_cache": Buffer(buf.shape, other), "value_cache": Buffer(buf.shape, other)}))
+    if buf.dtype in FP8:
+        found.append(invalid(ex, "k_scale", "an fp8 cache needs its scales", k_scale=None))
+        wrong = np.ones(len(slot_mapping) + 2, np.float32)
+        found.append(invalid(ex, "v_scale", "shape [1] or [T]", v_scale=wrong))
+    heads, block_size = x["key"].shape[1], buf.shape[1 if x["layout"] == "NHD" else 2]
+    if heads != block_size:   # the other layout's shape for the same cache
+        swapped = (buf.shape[0], buf.shape[2], buf.shape[1], buf.shape[3])
+        found.append(invalid(ex, "key_cache", "shape of the layout", outputs={
+            "key_cache": Buffer(swapped, buf.dtype), "value_cache": Buffer(swapped, buf.dtype)}))
+    if len(slot_mapping):
+        t = draw(st.integers(0, len(slot_mapping) - 1))
+        for bad, rule in ((capacity, "slots < num_blocks * block_size"), (-2, "slots >= -1")):
+            changed = slot_mapping.copy()
+            changed[t] = bad
+            found.append(invalid(ex, "slot_mapping", rule, slot_mapping=changed))
+        if len(slot_mapping) >= 2:
+            both = accepted.copy()
+            both[:2] = True
+            pair = slot_mapping.copy()
+            pair[:2] = max(int(pair[0]), int(pair[1]), 0)
+            found.append(invalid(ex, "slot_mapping", "no slot written by two accepted tokens", slot_mapping=pair,
+                                 accepted_mask=both))
+    return draw(one_invalid(found))
+
+
+def commit_table(ex: Example):
+    x = ex.inputs
+
+    def scale(name: str, t: int):
+        values = x[name]
+        return None if values is None else float(values[t if len(values) > 1 else 0])
+
+    def values(name: str, t: int):
+        return short(x[name][t].astype(np.float32).ravel().tolist(), 4)
+
+    rows = [[t, bool(x["accepted_mask"][t]), int(x["slot_mapping"][t]), scale("k_scale", t), scale("v_scale", t),
+             values("key", t), values("value", t)] for t in range(len(x["slot_mapping"]))]
+    source = f"{x['key'].dtype.name}, {x['layout']}"
+    return ["token", "accepted", "slot", "k_scale", "v_scale", f"key ({source})", "value"], rows
+
+
+def commit_worked() -> Example:
+    """Three draft tokens, one head of width 2, an e4m3 cache of 2 blocks of 2 slots (NHD): token 0 is
+    written to slot 3, token 1 is rejected, token 2 has no slot. 0.53125 lies halfway between 0.5 and
+    0.5625 and rounds to the even 0.5; 500 / 1 saturates to 448; the values are divided by 2."""
+    key = np.array([[[0.53125, 500.0]], [[1.0, 2.0]], [[3.0, 4.0]]], np.float32)
+    return Example(
+        tier="valid",
+        inputs={"key": key, "value": -key, "slot_mapping": np.array([3, 0, -1], np.int64),
+                "accepted_mask": np.array([True, False, True]), "layout": "NHD",
+                "k_scale": np.array([1.0], np.float32), "v_scale": np.array([2.0], np.float32)},
+        outputs={"key_cache": Buffer((2, 2, 1, 2), "float8_e4m3fn"),
+                 "value_cache": Buffer((2, 2, 1, 2), "float8_e4m3fn")},
+    )

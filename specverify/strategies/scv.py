@@ -1,0 +1,315 @@
+"""Strategies of the `scv` family.
+
+`acceptance_mask`: drafts are built from the targets with a drawn accepted length per request, the
+first rejection being a different id, a -1 draft, or (int64) an id equal to the target in its low 32
+bits; after it, drafts often match again (only the prefix counts). Padding tokens past the batch
+match their targets. `adaptive_k`: short histories, bounds, windows and targets, with sums drawn on
+purpose exactly at the target and at half of it, and targets such as 0.1 whose binary value is not
+the decimal one.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+from hypothesis import strategies as st
+
+from specverify.oracles.scv import PLACEHOLDER
+from specverify.stage import Buffer, DrawContext, Example
+from specverify.strategies.blocks import (draft_batch, generator, inclusive_offsets, index_dtype, invalid, label,
+                                          layout, one_invalid, request_rows, short, vocab_size)
+
+
+# ---------------------------------------------------------------- scv.acceptance_mask
+
+@st.composite
+def labelled_dtype(draw, field: str) -> str:
+    dtype = draw(index_dtype())
+    label(f"dtype: {field} {dtype}")
+    return dtype
+
+
+@st.composite
+def accepted_lengths(draw, rng, counts: np.ndarray) -> np.ndarray:
+    """Per request: all drafts accepted, none, or anywhere in between."""
+    kind = draw(st.sampled_from(["mixed", "all", "none", "mixed"]))
+    label(f"accepted: {kind}")
+    return {"all": counts, "none": np.zeros_like(counts), "mixed": rng.integers(0, counts + 1)}[kind]
+
+
+@st.composite
+def acceptance_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
+    batch = draw(draft_batch(ctx))
+    counts = batch.counts
+    pad = draw(st.sampled_from([0, 0, 0, 1, 9]))
+    if pad:
+        label("tokens past the batch (CUDA-graph padding)")
+    tokens = int(counts.sum()) + pad
+    draft_dtype, target_dtype = draw(labelled_dtype("draft_token_ids")), draw(labelled_dtype("target_token_ids"))
+    vocab = draw(vocab_size(ctx))
+    rng = draw(generator())
+    target = rng.integers(0, vocab, tokens)
+    draft = target.copy()
+    wide = draft_dtype == target_dtype == "int64" and draw(st.booleans())
+    if wide:
+        label("ids: a mismatch in the high 32 bits only")
+    kinds = ("other id", "placeholder", "high bits" if wide else "other id")
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    for r, length in enumerate(draw(accepted_lengths(rng, counts))):
+        start, n = int(starts[r]), int(counts[r])
+        after = np.arange(start + length + 1, start + n)
+        draft[after] = np.where(rng.random(len(after)) < 0.5, target[after], (target[after] + 1) % vocab)
+        if length < n:
+            kind = kinds[int(rng.integers(0, 3))]
+            t = start + int(length)
+            other = (target[t] + 1 + rng.integers(0, vocab)) % (vocab + 1)   # in [0, V], never the target
+            draft[t] = {"other id": other, "placeholder": PLACEHOLDER, "high bits": target[t] + 2**32}[kind]
+    if tier == "hazard":
+        draft, target = draw(degenerate_ids(rng, draft, target))
+    return Example(
+        tier=tier,
+        inputs={"draft_token_ids": draft.astype(draft_dtype), "target_token_ids": target.astype(target_dtype),
+                "cu_num_draft_tokens": inclusive_offsets(counts)},
+        outputs={"accepted_mask": Buffer((tokens,), "bool"), "num_accepted": Buffer((len(counts),), "int32")},
+        layouts={k: v for k, v in (("draft_token_ids", draw(layout(1))), ("target_token_ids", draw(layout(1))))
+                 if v is not None},
+    )
+
+
+@st.composite
+def degenerate_ids(draw, rng, draft: np.ndarray, target: np.ndarray):
+    """Hazard: every draft a placeholder matching a placeholder target, every id at int32's top, or ids
+    that agree everywhere."""
+    kind = draw(st.sampled_from(["placeholders", "largest ids", "all equal"]))
+    label(f"hazard: {kind}")
+    if kind == "placeholders":
+        return np.full_like(draft, PLACEHOLDER), np.full_like(target, PLACEHOLDER)
+    if kind == "largest ids":
+        top = np.full_like(target, 2**31 - 1)
+        return np.where(rng.random(len(draft)) < 0.5, top, draft), top
+    return target.copy(), target
+
+
+def acceptance_hazard(ctx: DrawContext):
+    return acceptance_valid(ctx, tier="hazard")
+
+
+def acceptance_invariants(ex: Example, out: dict) -> list[str]:
+    """Hazard tier: the outputs restated from the contract: each request's mask is a prefix of exactly
+    num_accepted tokens, every accepted draft equals its target and is not -1, the token after the prefix
+    (if in the request) is not acceptable, and padding tokens are False."""
+    x = ex.inputs
+    draft, target = x["draft_token_ids"].astype(np.int64), x["target_token_ids"].astype(np.int64)
+    cu = x["cu_num_draft_tokens"]
+    mask, count = out["accepted_mask"].view(np.uint8), out["num_accepted"]
+    broken = []
+    start = 0
+    for r, end in enumerate(cu.tolist()):
+        n, k = end - start, int(count[r])
+        ok = (draft[start:end] == target[start:end]) & (draft[start:end] != PLACEHOLDER)
+        if not 0 <= k <= n:
+            broken.append(f"request {r}: num_accepted {k} outside [0, {n}]")
+        elif mask[start:end].tolist() != [1] * k + [0] * (n - k):
+            broken.append(f"request {r}: the mask is not a prefix of {k} accepted tokens")
+        elif not ok[:k].all() or (k < n and ok[k]):
+            broken.append(f"request {r}: {k} accepted does not end at the first rejected draft")
+        start = end
+    if (mask[start:] != 0).any():
+        broken.append("a token past the batch is marked accepted")
+    return broken[:3]
+
+
+@st.composite
+def acceptance_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(acceptance_valid(ctx))
+    x = ex.inputs
+    cu, draft, target = x["cu_num_draft_tokens"], x["draft_token_ids"], x["target_token_ids"]
+    found = []
+    if len(cu):
+        more = cu.copy()
+        more[-1] = len(draft) + 1
+        found.append(invalid(ex, "cu_num_draft_tokens", "counts no more drafts than tokens",
+                             cu_num_draft_tokens=more))
+        found.append(invalid(ex, "cu_num_draft_tokens", "starts at a count >= 0",
+                             cu_num_draft_tokens=np.concatenate([[-1], cu]).astype(np.int32),
+                             outputs={"num_accepted": Buffer((len(cu) + 1,), "int32")}))
+    if len(cu) >= 2 and cu[-1] > 0:
+        down = cu.copy()
+        down[-2] = cu[-1] + 0
+        down[-1] = cu[-1] - 1
+        found.append(invalid(ex, "cu_num_draft_tokens", "non-decreasing", cu_num_draft_tokens=down))
+    if len(draft):
+        i = draw(st.integers(0, len(draft) - 1))
+        for name, ids in (("draft_token_ids", draft), ("target_token_ids", target)):
+            bad = ids.copy()
+            bad[i] = -2
+            found.append(invalid(ex, name, "ids >= -1", **{name: bad}))
+    if not found:
+        found.append(invalid(ex, "cu_num_draft_tokens", "counts no more drafts than tokens",
+                             cu_num_draft_tokens=np.array([1], np.int32),
+                             outputs={"num_accepted": Buffer((1,), "int32")}))
+    return draw(one_invalid(found))
+
+
+def acceptance_table(ex: Example):
+    x = ex.inputs
+    cu, draft, target = x["cu_num_draft_tokens"], x["draft_token_ids"], x["target_token_ids"]
+    headers, rows = request_rows(cu, {"draft": draft, "target": target}, {})
+    last = int(cu[-1]) if len(cu) else 0
+    if len(draft) > last:
+        rows.append(["padding", len(draft) - last, short(draft[last:]), short(target[last:])])
+    return headers, rows
+
+
+def acceptance_worked() -> Example:
+    """Request 0 accepts two drafts and rejects a third; request 1 accepts its one draft; request 2's
+    first draft is a -1 (never accepted, though the target is -1 too); the seventh token is padding."""
+    return Example(
+        tier="valid",
+        inputs={"draft_token_ids": np.array([5, 6, 7, 8, -1, 2, 4], np.int32),
+                "target_token_ids": np.array([5, 6, 9, 8, -1, 2, 4], np.int64),
+                "cu_num_draft_tokens": np.array([3, 4, 6], np.int32)},
+        outputs={"accepted_mask": Buffer((7,), "bool"), "num_accepted": Buffer((3,), "int32")},
+    )
+
+
+# ---------------------------------------------------------------- scv.adaptive_k
+
+TARGETS = (0.5, 0.75, 0.8, 1.0, 0.1, 0.3, 0.7, 0.9)   # 0.1, 0.3, 0.7, 0.9: binary values off the decimal ones
+
+
+@st.composite
+def history(draw, steps: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """Drafted tokens per step (zeros among them) and accepted ones, at most the drafted."""
+    drafted = rng.integers(0, draw(st.sampled_from([1, 5, 9, 64])), steps)
+    if draw(st.booleans()):
+        drafted[rng.random(steps) < 0.3] = 0
+    return rng.integers(0, drafted + 1), drafted
+
+
+@st.composite
+def boundary(draw, accepted: np.ndarray, drafted: np.ndarray, window: int, target: float):
+    """The window's sums moved onto a threshold: a = target * d or 2a = target * d exactly, or the
+    float quotient a / d (or 2a / d) equal to the float target, the decimal reading of the threshold
+    (0.1 * 10 is not exactly 1); or one above or below. Returns (accepted, drafted), unchanged where
+    the threshold is not an integer count."""
+    first = max(0, len(accepted) - window)
+    name = draw(st.sampled_from(["exactly at the target", "exactly at half the target",
+                                 "a / d == target in floats", "2a / d == target in floats"]))
+    half = "half" in name or name.startswith("2a")
+    drafted = drafted.copy()
+    if "floats" in name:   # a window of a multiple of 10 drafts, where decimal targets are whole counts
+        drafted[-1] += (-int(drafted[first:].sum())) % 10 + 10
+    d = int(drafted[first:].sum())
+    if "floats" in name:
+        want = round(target * d / (2 if half else 1))
+        if (2 * want if half else want) / d != target:
+            return accepted, drafted
+    else:
+        goal = Fraction(target) * d / (2 if half else 1)
+        if goal.denominator != 1:
+            return accepted, drafted
+        want = int(goal)
+    nudge = draw(st.sampled_from([0, 0, -1, 1]))
+    want += nudge
+    if not 0 <= want <= d:
+        return accepted, drafted
+    accepted = accepted.copy()
+    accepted[first:] = 0
+    for i in range(first, len(accepted)):
+        take = min(int(drafted[i]), want)
+        accepted[i], want = take, want - take
+    label(f"window sum: {name}" + {0: "", -1: ", one below", 1: ", one above"}[nudge])
+    return accepted, drafted
+
+
+@st.composite
+def adaptive_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
+    rng = draw(generator())
+    steps = draw(st.integers(0, 12))
+    accepted, drafted = draw(history(steps, rng))
+    window = draw(st.one_of(st.integers(1, 8), st.integers(1, 4), st.just(steps + 3)))
+    target = draw(st.one_of(st.sampled_from(TARGETS), st.sampled_from(TARGETS), st.floats(1e-3, 1.0)))
+    if steps and draw(st.sampled_from([True, True, False])):
+        accepted, drafted = draw(boundary(accepted, drafted, window, target))
+    low = draw(st.integers(0, 6))
+    high = low + draw(st.sampled_from([0, 1, 4]))
+    current = draw(st.integers(max(0, low - 2), high + 2))
+    if not low <= current <= high:
+        label("current_k outside the bounds")
+    if tier == "hazard":
+        accepted, drafted = draw(huge_counts(rng, accepted, drafted))
+    containers = {name: draw(st.sampled_from(["list", "ndarray", "tensor"])) for name in
+                  ("num_accepted_tokens", "num_draft_tokens")}
+    dtype = draw(index_dtype()) if tier == "valid" else "int64"
+    label(f"history: {containers['num_accepted_tokens']}")
+    label("history: empty" if steps == 0 else
+          "history: shorter than the window" if steps < window else "history: longer than the window")
+    return Example(
+        tier=tier,
+        inputs={"num_accepted_tokens": accepted.astype(dtype), "num_draft_tokens": drafted.astype(dtype),
+                "current_k": current, "min_k": low, "max_k": high, "target_ratio": float(target),
+                "window": window},
+        containers=containers,
+    )
+
+
+@st.composite
+def huge_counts(draw, rng, accepted: np.ndarray, drafted: np.ndarray):
+    """Hazard: counts near 2**62, so sums over a window pass int64's range."""
+    if not len(drafted):
+        label("hazard: empty history")
+        return accepted, drafted
+    label("hazard: window sums beyond int64")
+    drafted = np.full(len(drafted), 2**62 + draw(st.integers(0, 7)), np.int64)
+    return (drafted - rng.integers(0, 2, len(drafted))) * (rng.random(len(drafted)) < 0.8), drafted
+
+
+def adaptive_hazard(ctx: DrawContext):
+    return adaptive_valid(ctx, tier="hazard")
+
+
+@st.composite
+def adaptive_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(adaptive_valid(ctx))
+    x = ex.inputs
+    accepted, drafted = x["num_accepted_tokens"], x["num_draft_tokens"]
+    found = [
+        invalid(ex, "num_accepted_tokens", "one count per step",
+                num_accepted_tokens=np.append(accepted, 0).astype(accepted.dtype)),
+        invalid(ex, "min_k", "min_k <= max_k", min_k=x["max_k"] + 1),
+        invalid(ex, "min_k", "min_k >= 0", min_k=-1),
+        invalid(ex, "current_k", "current_k >= 0", current_k=-1),
+        invalid(ex, "window", "window >= 1", window=0),
+        invalid(ex, "target_ratio", "target_ratio > 0", target_ratio=0.0),
+        invalid(ex, "target_ratio", "target_ratio <= 1", target_ratio=1.5),
+        invalid(ex, "target_ratio", "target_ratio is a number", target_ratio=float("nan")),
+        invalid(ex, "target_ratio", "a Python float", target_ratio=1),
+    ]
+    if len(drafted):
+        i = draw(st.integers(0, len(drafted) - 1))
+        more = accepted.copy()
+        more[i] = drafted[i] + 1
+        found.append(invalid(ex, "num_accepted_tokens", "accepted <= drafted", num_accepted_tokens=more))
+        negative = drafted.copy()
+        negative[i] = -1
+        found.append(invalid(ex, "num_draft_tokens", "counts >= 0", num_draft_tokens=negative))
+    return draw(one_invalid(found))
+
+
+def adaptive_table(ex: Example):
+    x = ex.inputs
+    headers = ["step", "accepted", "drafted"]
+    rows = [[i, int(a), int(d)] for i, (a, d) in enumerate(zip(x["num_accepted_tokens"], x["num_draft_tokens"]))]
+    rows.append(["K", f"current {x['current_k']} in [{x['min_k']}, {x['max_k']}]",
+                 f"target {x['target_ratio']!r}, window {x['window']}"])
+    return headers, rows
+
+
+def adaptive_worked() -> Example:
+    """The last two steps accepted 6 of 8 drafts: 6 >= 0.7 * 8, so K grows from 4 to 5."""
+    return Example(
+        tier="valid",
+        inputs={"num_accepted_tokens": [1, 2, 4], "num_draft_tokens": [4, 4, 4], "current_k": 4, "min_k": 1,
+                "max_k": 8, "target_ratio": 0.7, "window": 2},
+    )

@@ -1,0 +1,228 @@
+"""Strategies of the `stop` family.
+
+Token ids come from a small shared pool so that a row's tokens often hold another row's stop ids; each
+row plays one scenario, drawn on purpose: a run with no stop, a stop id mid-run, a stop id as the last
+emitted token (the bonus when every draft was accepted), a stop id exactly where the budget runs out,
+the budget crossed mid-run, a budget already spent, another row's stop id. Hypothesis draws which
+scenario the batch focuses on (or a mix), so a failure shrinks to the scenario that shows it.
+"""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from specverify.oracles.stop import LOWEST, PLACEHOLDER, sequential_stopping
+from specverify.stage import Buffer, DrawContext, Example
+from specverify.strategies.blocks import (batch_size, generator, index_dtype, invalid, label, layout, one_invalid,
+                                          short)
+
+POOL = 12   # token ids 0..POOL-1: stop ids and tokens collide often
+SCENARIOS = ("run", "stop id", "stop id last", "stop id as the bonus", "stop id at the cap", "cap crossed",
+             "budget spent", "another row's stop id")
+HIGHEST = {"int32": 2**31 - 1, "int64": 2**63 - 1}
+
+
+@st.composite
+def labelled_dtype(draw, field: str) -> str:
+    dtype = draw(index_dtype())
+    label(f"dtype: {field} {dtype}")
+    return dtype
+
+
+@st.composite
+def stop_id_rows(draw, rng: np.random.Generator, batch: int) -> np.ndarray | None:
+    """None, no columns, one list for every row, or each row its own; -1 padding trailing or anywhere."""
+    kind = draw(st.sampled_from(["per row", "shared", "per row", "empty", "per row", "none"]))
+    label(f"stop ids: {kind}")
+    if kind == "none":
+        return None
+    width = 0 if kind == "empty" else draw(st.integers(1, 6))
+    ids = np.full((batch, width), PLACEHOLDER, np.int64)
+    for r in range(batch):
+        if kind == "shared" and r:
+            ids[r] = ids[0]
+            continue
+        count = int(rng.integers(1, width + 1)) if width and rng.random() < 0.8 else 0
+        ids[r, :count] = rng.integers(0, POOL, count)
+    if width and draw(st.booleans()):
+        label("stop ids: padding between ids")
+        ids = rng.permuted(ids, axis=1)
+    return ids
+
+
+def random_entry(rng, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: one of its stop ids (not padding) chosen at random, and whether it has any."""
+    real = ids != PLACEHOLDER
+    pick = np.argmax(rng.random(ids.shape) * real, axis=1) if ids.shape[1] else np.zeros(len(ids), int)
+    has = real.any(axis=1)
+    return np.where(has, ids[np.arange(len(ids)), pick] if ids.shape[1] else 0, PLACEHOLDER), has
+
+
+def plant(rng, scenario: np.ndarray, tokens: np.ndarray, emitted: np.ndarray, stop_ids: np.ndarray):
+    """Put each row's scenario in place (vectorized over rows); returns (emitted, budgets, the scenario
+    each row actually plays: "run" where its preconditions fail)."""
+    batch, width = tokens.shape
+    rows = np.arange(batch)
+    emitted = np.where(scenario == "stop id as the bonus", width, emitted)
+    budgets = emitted + rng.integers(1, 4, batch)          # more than this step emits: never capped
+    anywhere = np.floor(rng.random(batch) * emitted).astype(int)
+    own, has_own = random_entry(rng, stop_ids)
+    other_rows = rng.integers(0, max(batch, 1), batch)
+    other, has_other = own[other_rows], has_own[other_rows]
+    other_ok = has_other & ~(stop_ids == other[:, None]).any(axis=1)
+    stop_id = np.char.startswith(scenario.astype(str), "stop id") & has_own & (emitted > 0)
+    at = np.where(np.isin(scenario, ["stop id last", "stop id as the bonus"]), emitted - 1, anywhere)
+    tokens[rows[stop_id], at[stop_id]] = own[stop_id]
+    cap_at_stop = stop_id & (scenario == "stop id at the cap")
+    budgets[cap_at_stop] = at[cap_at_stop] + 1
+    crossed = (scenario == "cap crossed") & (emitted > 0)
+    budgets[crossed] = anywhere[crossed] + 1
+    spent = scenario == "budget spent"
+    budgets[spent] = rng.integers(-3, 1, batch)[spent]
+    foreign = (scenario == "another row's stop id") & other_ok & (emitted > 0)
+    tokens[rows[foreign], anywhere[foreign]] = other[foreign]
+    played = np.where(stop_id | crossed | spent | foreign, scenario, "run")
+    return emitted, budgets, played
+
+
+@st.composite
+def spec_stopping_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
+    batch = draw(batch_size(ctx))
+    width = 1 + draw(st.one_of(st.integers(0, 8), st.integers(0, 40)))
+    tok_dtype, budget_dtype = draw(labelled_dtype("output_token_ids")), draw(labelled_dtype("num_appendable"))
+    rng = draw(generator())
+    stop_ids = draw(stop_id_rows(rng, batch))
+    ids_dtype = draw(labelled_dtype("stop_ids")) if stop_ids is not None else "int32"
+    focus = draw(st.sampled_from(("mixed",) + SCENARIOS + ("mixed",) * 7))
+    emit = draw(st.sampled_from(["ragged", "all", "ragged", "none"]))
+    label(f"emitted: {emit}")
+    ids = stop_ids if stop_ids is not None else np.full((batch, 0), PLACEHOLDER, np.int64)
+    row = rng.integers(0, POOL, (batch, width))
+    mine = ((row[:, :, None] == ids[:, None, :]) & (ids[:, None, :] != PLACEHOLDER)).any(axis=2)
+    row[mine] = POOL   # no accidental stop of a row by its own ids: the scenarios place them
+    emitted = {"ragged": rng.integers(0, width + 1, batch), "all": np.full(batch, width),
+               "none": np.zeros(batch, int)}[emit]
+    scenario = np.full(batch, focus, dtype=object) if focus != "mixed" else rng.choice(SCENARIOS, batch)
+    emitted, budgets, played = plant(rng, np.asarray(scenario, str), row, emitted, ids)
+    tokens = np.where(np.arange(width) < emitted[:, None], row, PLACEHOLDER)
+    for name in sorted(set(played.tolist())):
+        label(f"stop: {name}")
+    if batch and draw(st.booleans()):
+        label("ids: out of vocabulary (the dtype's largest)")
+        tokens[(tokens != PLACEHOLDER) & (rng.random(tokens.shape) < 0.3)] = HIGHEST[tok_dtype]
+    if batch and draw(st.booleans()):
+        edge = draw(st.sampled_from(["largest", "lowest"]))
+        label(f"budget: the dtype's {edge}")
+        budgets[int(rng.integers(0, batch))] = (HIGHEST[budget_dtype] if edge == "largest"
+                                                else LOWEST[budget_dtype] + width)
+    if tier == "hazard":
+        narrow = "int32" if "int32" in (tok_dtype, ids_dtype) else "int64"
+        tokens, stop_ids = draw(extreme_ids(rng, tokens, stop_ids, HIGHEST[narrow]))
+    with_counts = draw(st.booleans())
+    label("num_rejected_tokens: given" if with_counts else "num_rejected_tokens: None")
+    rejected = (tokens == PLACEHOLDER).sum(axis=1).astype(np.int32) if with_counts else None
+    layouts = {"output_token_ids": draw(layout(2))}
+    if stop_ids is not None:
+        layouts["stop_ids"] = draw(layout(2))
+    return Example(
+        tier=tier,
+        layouts={name: value for name, value in layouts.items() if value is not None},
+        inputs={"output_token_ids": tokens.astype(tok_dtype), "num_rejected_tokens": rejected,
+                "num_appendable": budgets.astype(budget_dtype),
+                "stop_ids": None if stop_ids is None else stop_ids.astype(ids_dtype)},
+        outputs={"stop_pos": Buffer((batch,), "int32"), "stopped": Buffer((batch,), "bool"),
+                 "new_num_appendable": Buffer((batch,), budget_dtype)},
+    )
+
+
+@st.composite
+def extreme_ids(draw, rng, tokens: np.ndarray, stop_ids: np.ndarray | None, top: int):
+    """Hazard: the largest id both dtypes hold (and 0) as tokens and as stop ids, stop rows of one id
+    repeated."""
+    emitted = tokens != PLACEHOLDER
+    tokens = np.where(emitted & (rng.random(tokens.shape) < 0.5), rng.choice([0, top], tokens.shape), tokens)
+    if stop_ids is not None and stop_ids.shape[1]:
+        stop_ids = stop_ids.copy()
+        stop_ids[:, 0] = rng.choice([0, top, PLACEHOLDER], len(stop_ids))
+        if draw(st.booleans()):
+            label("hazard: one stop id repeated across the row")
+            stop_ids[:] = stop_ids[:, :1]
+    label("hazard: ids 0 and the dtype's largest")
+    return tokens, stop_ids
+
+
+def spec_stopping_hazard(ctx: DrawContext):
+    return spec_stopping_valid(ctx, tier="hazard")
+
+
+def spec_stopping_invariants(ex: Example, out: dict) -> list[str]:
+    """Hazard tier: each row must agree with the token-at-a-time reference."""
+    x = ex.inputs
+    broken = []
+    for r in range(len(x["num_appendable"])):
+        ids = None if x["stop_ids"] is None else x["stop_ids"][r]
+        _, position, finished, budget = sequential_stopping(x["output_token_ids"][r], x["num_appendable"][r], ids)
+        got = (int(out["stop_pos"][r]), bool(out["stopped"].view(np.uint8)[r] == 1),
+               int(out["new_num_appendable"][r]))
+        if got != (position, finished, budget):
+            broken.append(f"row {r}: (stop_pos, stopped, new_num_appendable) = {got}, the one-token-at-a-time "
+                          f"check gives {(position, finished, budget)}")
+    return broken[:3]
+
+
+@st.composite
+def spec_stopping_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(spec_stopping_valid(ctx))
+    x = ex.inputs
+    tokens, budgets = x["output_token_ids"], x["num_appendable"]
+    batch, width = tokens.shape
+    found = [invalid(ex, "output_token_ids", "K+1 >= 1 columns", output_token_ids=tokens[:, :0]),
+             invalid(ex, "new_num_appendable", "dtype of num_appendable", outputs={"new_num_appendable": Buffer(
+                 (batch,), "int64" if budgets.dtype == np.int32 else "int32")})]
+    if batch:
+        r = int(draw(st.integers(0, batch - 1)))
+        bad = tokens.copy()
+        bad[r, 0] = -2
+        found.append(invalid(ex, "output_token_ids", "ids >= -1", output_token_ids=bad))
+        if width > 1:
+            bad = tokens.copy()
+            bad[r, :2] = PLACEHOLDER, 3
+            found.append(invalid(ex, "output_token_ids", "an id after a -1", output_token_ids=bad))
+        low = budgets.copy()
+        low[r] = LOWEST[budgets.dtype.name] + width - 1
+        found.append(invalid(ex, "num_appendable", "A - emitted fits the dtype", num_appendable=low))
+        if x["num_rejected_tokens"] is not None:
+            count = x["num_rejected_tokens"].copy()
+            count[r] += 1
+            found.append(invalid(ex, "num_rejected_tokens", "counts the -1 of its row", num_rejected_tokens=count))
+        if x["stop_ids"] is not None and x["stop_ids"].shape[1]:
+            ids = x["stop_ids"].copy()
+            ids[r, -1] = -5
+            found.append(invalid(ex, "stop_ids", "ids >= -1", stop_ids=ids))
+        if x["stop_ids"] is not None:
+            found.append(invalid(ex, "stop_ids", "one row per request", stop_ids=x["stop_ids"][:-1]))
+    return draw(one_invalid(found))
+
+
+def spec_stopping_table(ex: Example):
+    x = ex.inputs
+    tokens, rejected, ids = x["output_token_ids"], x["num_rejected_tokens"], x["stop_ids"]
+    rows = []
+    for r in range(len(tokens)):
+        rows.append([r, short(tokens[r]), None if rejected is None else int(rejected[r]),
+                     int(x["num_appendable"][r]), None if ids is None else short(ids[r])])
+    return ["req", "tokens", "rejected", "budget", "stop ids"], rows
+
+
+def spec_stopping_worked() -> Example:
+    """Row 0 stops at its stop id 2 (a draft position); row 1 runs out of budget at its second token;
+    row 2 does not stop, though row 0 emitted row 2's stop ids 9 and 5."""
+    return Example(
+        tier="valid",
+        inputs={"output_token_ids": np.array([[5, 9, 2, 7], [4, 4, -1, -1], [3, -1, -1, -1]], np.int32),
+                "num_rejected_tokens": np.array([0, 2, 3], np.int32),
+                "num_appendable": np.array([10, 2, 5], np.int32),
+                "stop_ids": np.array([[2, -1], [-1, -1], [9, 5]], np.int32)},
+        outputs={"stop_pos": Buffer((3,), "int32"), "stopped": Buffer((3,), "bool"),
+                 "new_num_appendable": Buffer((3,), "int32")},
+    )
