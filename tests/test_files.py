@@ -162,3 +162,20 @@ def test_a_run_from_the_folder_that_holds_the_clone(tmp_path):
                                      "--backend", "torch", "--examples", "2", "--cases", str(tmp_path / "c")],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def test_a_case_with_dtypes_numpy_lacks_round_trips_bit_for_bit(tmp_path):
+    """bfloat16 and fp8 arrays (ml_dtypes) are stored as same-width unsigned ints with their dtype named."""
+    import ml_dtypes
+
+    stage = registry.all_stages()["kv.commit_draft"]
+    example = stage.worked()
+    bf16 = {k: v for k, v in example.inputs.items() if isinstance(v, np.ndarray)}
+    example.inputs["key"] = bf16["key"].astype(ml_dtypes.bfloat16)
+    example.inputs["value"] = bf16["value"].astype(ml_dtypes.bfloat16)
+    path = cases.save(tmp_path, stage.name, example, {"backend": "torch"})
+    _, loaded = cases.load(path)
+    for name in ("key", "value"):
+        assert loaded.inputs[name].dtype == np.dtype(ml_dtypes.bfloat16)
+        assert loaded.inputs[name].tobytes() == example.inputs[name].tobytes()
+    assert {k: b.dtype for k, b in loaded.outputs.items()} == {k: b.dtype for k, b in example.outputs.items()}

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from specverify import backends
-from specverify.harness import Failure, run_oracle, verify
+from specverify.backends import BACKENDS, Target
+from specverify.harness import Failure, oracle_outputs
 from specverify.materialize import POISON_A
+from specverify.session import verify_example as verify
 from specverify.oracles.kv import FP8, fp8_code, fp8_value
 from specverify.stage import Buffer, Example
 from specverify.stages import kv
@@ -28,8 +30,7 @@ def cache_bytes(example: Example) -> dict[str, np.ndarray]:
     """Every available backend must match the oracle on `example`; the oracle's caches as bytes."""
     for target in targets():
         verify(target, example)
-    call, _ = run_oracle(STAGE, example, POISON_A)
-    return {name: view.view(np.uint8) for name, view in call.output_views().items()}
+    return {name: view.view(np.uint8) for name, view in oracle_outputs(STAGE, example).items()}
 
 
 def commit(key: np.ndarray, cache_dtype: str, scale=1.0, layout="NHD", accepted=None, slots=None) -> Example:
@@ -139,7 +140,7 @@ def test_a_kernel_writing_rejected_tokens_is_caught():
 
     def ignores_mask(**kw):
         kw["accepted_mask"] = kw["accepted_mask"] | True
-        return torch_target.impl(**kw)
+        return torch_target.load()(**kw)
 
     with pytest.raises(Failure, match="stray write"):
-        verify(type(torch_target)(STAGE, "impl", "cpu", ignores_mask, "test"), ex)
+        verify(Target(STAGE, BACKENDS["impl"], "cpu", "test", ignores_mask), ex)

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from specverify import backends
-from specverify.harness import run_oracle, verify
-from specverify.materialize import POISON_A
+from specverify.harness import oracle_outputs
+from specverify.session import verify_example as verify
 from specverify.stage import Buffer, DrawContext, Example
 from specverify.stages import scv
 from specverify.strategies.scv import acceptance_worked, adaptive_valid
@@ -21,13 +21,12 @@ def outputs_everywhere(stage, example: Example) -> dict[str, list]:
     for _, backend, device, why in backends.matrix([stage]):
         if why is None:
             verify(backends.target(stage, backend, device), example)
-    call, _ = run_oracle(stage, example, POISON_A)
-    return {name: view.tolist() for name, view in call.output_views().items()}
+    return {name: view.tolist() for name, view in oracle_outputs(stage, example).items()}
 
 
 def controllers():
     """The oracle and the host production version of adaptive_k."""
-    return [backends.target(ADAPTIVE, b, "cpu").impl for b in ("oracle", "numpy")]
+    return [backends.target(ADAPTIVE, b, "cpu").load() for b in ("oracle", "numpy")]
 
 
 # --- scv.acceptance_mask -------------------------------------------------------------------------------

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 
 from specverify import backends
-from specverify.harness import run_oracle, verify
-from specverify.materialize import POISON_A
+from specverify.harness import oracle_outputs
+from specverify.session import verify_example as verify
 from specverify.oracles.stop import sequential_stopping
 from specverify.stage import Buffer, DrawContext, Example
 from specverify.stages import stop
@@ -23,8 +23,7 @@ def outputs_everywhere(example: Example) -> dict[str, list]:
     for _, backend, device, why in backends.matrix([STAGE]):
         if why is None:
             verify(backends.target(STAGE, backend, device), example)
-    call, _ = run_oracle(STAGE, example, POISON_A)
-    return {name: view.tolist() for name, view in call.output_views().items()}
+    return {name: view.tolist() for name, view in oracle_outputs(STAGE, example).items()}
 
 
 def example(tokens, budgets, stop_ids=None, with_counts=True) -> Example:
@@ -76,8 +75,7 @@ def test_named_scenarios(name, with_counts):
 @given(spec_stopping_valid(DrawContext()))
 def test_the_oracle_equals_feeding_tokens_one_at_a_time(ex):
     """Drawn rows (every scenario of the strategy, stop ids None, empty, shared and per row)."""
-    call, _ = run_oracle(STAGE, ex, POISON_A)
-    out = {name: view.tolist() for name, view in call.output_views().items()}
+    out = {name: view.tolist() for name, view in oracle_outputs(STAGE, ex).items()}
     assert out == reference(ex)
     tokens = ex.inputs["output_token_ids"]
     for r, position in enumerate(out["stop_pos"]):
