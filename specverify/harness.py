@@ -17,6 +17,7 @@ from specverify import materialize
 from specverify.calls import Result, invoke
 from specverify.compare import compare_output, compare_untouched, element_bytes_differ, input_difference
 from specverify.materialize import GUARD_B, GUARD_BYTES, POISON_A, POISON_B, Plan, as_container, same_value
+from specverify.report import first_value_difference
 from specverify.stage import Example, Stage
 
 
@@ -109,8 +110,6 @@ def judge(stage: Stage, example: Example, expected: Expected, result: Result, la
     if changed:
         return Failure(f"{label} {changed[0]}", "\n".join(changed[1:]))
     if stage.host:
-        from specverify.report import first_value_difference
-
         where = first_value_difference(expected.returned, result.returned, "result")
         return Failure(f"{label}: {where}") if where else None
     plan, lines = expected.plan, []
