@@ -9,7 +9,7 @@ import signal
 import threading
 import traceback
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -36,6 +36,7 @@ class Result:
     values: dict[str, Any]       # non-tensor arguments after the call
     returned: Any
     error: CallError | None
+    measures: dict[str, Any] = field(default_factory=dict)   # what a probe measured (numbers, names)
 
 
 class CallTimeout(BaseException):
@@ -74,16 +75,17 @@ def synchronize(device: str) -> None:
 
 
 def invoke(impl: Callable[..., Any], plan: Plan, arena: np.ndarray, lib: str, device: str, checked: bool,
-           timeout: float | None) -> tuple[Any, CallError | None, Bound]:
-    """Call `impl` on the plan's arguments over `arena`; afterwards the arena holds what it did."""
+           timeout: float | None, probe: str = "plain") -> tuple[Any, CallError | None, Bound, dict]:
+    """Call `impl` on the plan's arguments over `arena`, the way `probe` (specverify.probes) says;
+    afterwards the arena holds what it did. Returns (returned value, error, bound arguments, measures)."""
     from specverify.kernels.checks import checked_mode
+    from specverify.probes import PROBES
 
     bound = Bound(plan, arena, lib, device)
-    returned, error = None, None
+    returned, error, measures = None, None, {}
     try:
         with checked_mode(checked), time_limit(timeout):
-            returned = impl(**bound.kwargs)
-            synchronize(device)
+            returned, measures = PROBES[probe](lambda: impl(**bound.kwargs), bound, device)
     except CallTimeout:
         error = CallError("timeout", f"timed out: still running after {timeout:g} s")
     except KeyboardInterrupt:
@@ -98,7 +100,7 @@ def invoke(impl: Callable[..., Any], plan: Plan, arena: np.ndarray, lib: str, de
         bound.read_back()
     except Exception as exc:  # a kernel that broke the device context: the bytes are lost
         error = error or CallError("raised", f"the device failed after the call: {error_text(exc)}")
-    return returned, error, bound
+    return returned, error, bound, measures
 
 
 class InProcess:
@@ -109,9 +111,10 @@ class InProcess:
     def __init__(self, impl: Callable[..., Any], lib: str, device: str, timeout: float | None = None):
         self.impl, self.lib, self.device, self.timeout = impl, lib, device, timeout
 
-    def call(self, plan: Plan, arena: np.ndarray, checked: bool = False) -> Result:
-        returned, error, bound = invoke(self.impl, plan, arena, self.lib, self.device, checked, self.timeout)
-        return Result(arena, bound.values_after(), returned, error)
+    def call(self, plan: Plan, arena: np.ndarray, checked: bool = False, probe: str = "plain") -> Result:
+        returned, error, bound, measures = invoke(self.impl, plan, arena, self.lib, self.device, checked,
+                                                  self.timeout, probe)
+        return Result(arena, bound.values_after(), returned, error, measures)
 
     def close(self) -> None:
         pass

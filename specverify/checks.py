@@ -31,6 +31,7 @@ class Outcome:
     report: str = ""                   # the full failure report
     kind: str = ""                     # failure kind: "wrong", "raised", "exit", "signal", "timeout", ...
     case: Path | None = None
+    measures: dict = field(default_factory=dict)   # property checks: the largest value measured, by name
     coverage: Counter = field(default_factory=Counter)
 
 
@@ -67,10 +68,12 @@ def register(check: Check) -> Check:
 
 
 def tier_check(tier: str, doc: str, applies: Callable[[Target], str | None]) -> Check:
-    from specverify.search import search
+    def run(target: Target, ctx: Context) -> Outcome:
+        from specverify.search import search, verify_tier
 
-    return Check(tier, doc, applies, lambda target, ctx: search(target, tier, ctx),
-                 lambda target, profile, examples: profile.count(tier, examples))
+        return search(target, tier, tier, ctx.profile.count(tier, ctx.examples), verify_tier, ctx)
+
+    return Check(tier, doc, applies, run, lambda target, profile, examples: profile.count(tier, examples))
 
 
 def _has(tier: str) -> Callable[[Target], str | None]:

@@ -17,7 +17,7 @@ from rich.table import Table
 import specverify
 from specverify import backends, cases, env, registry, session
 from specverify.calls import error_text
-from specverify.checks import Outcome
+from specverify.checks import CHECKS, Outcome
 from specverify.harness import Failure, OracleError
 from specverify.profiles import PROFILES
 from specverify.report import coverage_tables, failure_report, replay_command, summary_table, write_json_report
@@ -44,6 +44,8 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--stage", action="append", metavar="NAME", help="stage name or glob (repeatable)")
     chk.add_argument("--backend", action="append", choices=backends.BUILT_IN, help="(repeatable)")
     chk.add_argument("--device", choices=backends.DEVICES)
+    chk.add_argument("--check", action="append", choices=list(CHECKS), metavar="CHECK",
+                     help=f"only these checks (repeatable): {', '.join(CHECKS)}")
     chk.add_argument("--examples", type=positive, metavar="N", help="valid-tier examples per stage and backend")
     chk.add_argument("--seed", type=int, metavar="S", help="run seed (default: 0, or fresh for nightly)")
     chk.add_argument("--profile", choices=sorted(PROFILES), default="ci")
@@ -181,7 +183,8 @@ def cmd_check(args) -> int:
     profile = PROFILES[args.profile]
     targets, outcomes = resolve_targets(args)
     options = session.Options(profile, profile.run_seed(args.seed), args.examples,
-                              args.cases or cases.default_dir(), args.isolate, args.timeout, args.target_timeout)
+                              args.cases or cases.default_dir(), args.isolate, args.timeout, args.target_timeout,
+                              tuple(args.check) if args.check else None)
     total = session.planned(targets, options)
     mode = "isolated" if options.isolated or args.impl else "in process"
     console.print(f"specverify check: profile {profile.name}, seed {options.run_seed}, {len(targets)} target(s), "

@@ -47,7 +47,7 @@ def run_oracle(stage: Stage, example: Example, poison: int) -> tuple[Plan, np.nd
     """(plan, arena before, arena after, returned value) of the oracle's call."""
     plan, arena = materialize.plan(stage, example, poison)
     before = arena.copy()
-    returned, error, _ = invoke(stage.oracle, plan, arena, "numpy", "cpu", False, None)
+    returned, error, _, _ = invoke(stage.oracle, plan, arena, "numpy", "cpu", False, None)
     if error is not None:
         raise OracleError(f"the oracle of {stage.name} rejected a {example.tier}-tier example: {error.text}")
     return plan, before, arena, returned

@@ -118,6 +118,8 @@ def summary_table(outcomes: list) -> Table:
     table = Table("stage", "backend", "device", "check", "examples", "result", "time", title="specverify check")
     for o in outcomes:
         result = STATUS_TEXT.get(o.status, f"skipped: {o.headline}")
+        if o.measures:
+            result += " (" + ", ".join(f"{k} {v}" for k, v in o.measures.items()) + ")"
         found = f", failed at {o.found_after}" if o.found_after else ""
         table.add_row(o.stage, o.backend, o.device, o.check, f"{o.examples}{found}" if o.examples else "-", result,
                       f"{o.seconds:.1f}s")
@@ -142,7 +144,7 @@ def outcome_to_json(o) -> dict:
     return {"stage": o.stage, "backend": o.backend, "device": o.device, "check": o.check, "status": o.status,
             "examples": o.examples, "planned": o.planned, "found_after": o.found_after,
             "seconds": round(o.seconds, 3), "kind": o.kind, "headline": o.headline, "report": o.report,
-            "case": str(o.case) if o.case else None, "coverage": dict(o.coverage)}
+            "case": str(o.case) if o.case else None, "coverage": dict(o.coverage), "measures": o.measures}
 
 
 def write_json_report(path: Path, outcomes: list, profile: str, run_seed: int, exit_status: int) -> None:

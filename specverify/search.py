@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections import Counter
+from typing import Callable
 
 from hypothesis import errors as hypothesis_errors
 from hypothesis import given, seed as hypothesis_seed
@@ -40,10 +41,20 @@ def tier_strategy(target: Target, tier: str):
     return target.stage.strategy(tier)(draw_context(target))
 
 
-def search(target: Target, tier: str, ctx: Context) -> Outcome:
+def verify_tier(target: Target, example: Example, ctx: Context) -> dict:
+    """The judge of the tier checks (the harness's verdict on one example)."""
+    verify(target.stage, example, ctx.caller, target.label, ctx.guard_check)
+    return {}
+
+
+Judge = Callable[[Target, Example, Context], dict]
+
+
+def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ctx: Context) -> Outcome:
+    """Draw up to `planned` examples of `tier` and hand each to `judge` (which raises Failure, or returns
+    what it measured: the outcome keeps the largest value of each measure)."""
     stage = target.stage
-    outcome = Outcome(stage.name, target.backend.name, target.device, tier,
-                      planned=ctx.profile.count(tier, ctx.examples))
+    outcome = Outcome(stage.name, target.backend.name, target.device, check, planned=planned)
     started = time.perf_counter()
     failing: list[tuple[Example, BaseException]] = []
     seen: Counter = Counter()
@@ -58,24 +69,26 @@ def search(target: Target, tier: str, ctx: Context) -> Outcome:
         if ctx.progress:
             ctx.progress(min(outcome.examples, outcome.planned))
         try:
-            verify(stage, example, ctx.caller, target.label, ctx.guard_check)
+            measured = judge(target, example, ctx)
         except (Failure, OracleError) as exc:
             if outcome.found_after is None:
                 outcome.found_after = outcome.examples
             failing.append((example, exc))
             raise
+        for key, value in measured.items():
+            outcome.measures[key] = max(value, outcome.measures.get(key, value))
 
-    test = hypothesis_seed(seed_for(ctx.run_seed, stage.name, tier))(
+    test = hypothesis_seed(seed_for(ctx.run_seed, stage.name, tier if check == tier else f"{tier}:{check}"))(
         ctx.profile.hypothesis_settings(outcome.planned)(given(tier_strategy(target, tier))(probe)))
     try:
         test()
     except Abandon:
         if failing:
-            record_failure(target, tier, ctx, outcome, *failing[-1])
+            record_failure(target, check, ctx, outcome, *failing[-1])
         else:
             outcome.status, outcome.kind = "failed", "timeout"
             outcome.headline = (f"{target.label}: the target's time limit was spent after {outcome.examples} "
-                                f"{tier}-tier example(s) (each passed)")
+                                f"example(s) of the {check} check (each passed)")
             outcome.report = outcome.headline
     except (Failure, OracleError, hypothesis_errors.Flaky) as exc:
         if not failing:
@@ -84,10 +97,10 @@ def search(target: Target, tier: str, ctx: Context) -> Outcome:
         if isinstance(exc, hypothesis_errors.Flaky):
             exc = Failure(f"{target.label} is nondeterministic: it failed on an input, then passed on it "
                           f"({first.headline if isinstance(first, Failure) else first})")
-        record_failure(target, tier, ctx, outcome, example, exc)
+        record_failure(target, check, ctx, outcome, example, exc)
     except Exception as exc:  # a strategy, the oracle's inputs or the harness broke, not the target
         outcome.status = "error"
-        outcome.headline = f"the search for {target.label} ({tier} tier) broke: {error_text(exc)}"
+        outcome.headline = f"the search for {target.label} ({check} check) broke: {error_text(exc)}"
         frames = traceback.format_exception(type(exc), exc, exc.__traceback__)
         outcome.report = outcome.headline + "\n" + "".join(frames[-4:])
     finally:
@@ -97,7 +110,7 @@ def search(target: Target, tier: str, ctx: Context) -> Outcome:
     return outcome
 
 
-def record_failure(target: Target, tier: str, ctx: Context, outcome: Outcome, example: Example,
+def record_failure(target: Target, check: str, ctx: Context, outcome: Outcome, example: Example,
                    exc: BaseException) -> None:
     """Save the failing example as a case (when it can be) and fill in the outcome's report."""
     outcome.status = "failed" if isinstance(exc, Failure) else "error"
@@ -106,7 +119,8 @@ def record_failure(target: Target, tier: str, ctx: Context, outcome: Outcome, ex
     notes = []
     if ctx.cases_dir is not None:
         record = {"backend": target.backend.name, "device": target.device, "source": target.source,
-                  "seed": ctx.run_seed, "profile": ctx.profile.name, "tier": tier, "versions": env.versions(),
+                  "seed": ctx.run_seed, "profile": ctx.profile.name, "check": check, "tier": example.tier,
+                  "versions": env.versions(),
                   "failure": outcome.headline}
         try:
             outcome.case = cases.save(ctx.cases_dir, target.stage.name, example, record)

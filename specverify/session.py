@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from specverify import env
+from specverify import env, properties  # noqa: F401 (importing it registers the GPU property checks)
 from specverify.backends import Target
 from specverify.calls import InProcess, error_text
 from specverify.checks import CHECKS, Context, Outcome

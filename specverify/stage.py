@@ -181,6 +181,7 @@ class Stage:
     semantics: str = ""                         # the contract in prose: what is computed, what is written
     tiers: Mapping[str, str] = field(default_factory=dict)  # tier -> what its draws hold (for readers)
     worked: Callable[[], Example] | None = None  # a small valid example `specverify show` runs and prints
+    launches: Mapping[str, int] = field(default_factory=dict)  # backend -> most device launches per call (CUDA)
 
     @property
     def family(self) -> str:

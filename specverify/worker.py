@@ -143,11 +143,12 @@ def worker_main(conn, stage_name: str, source: str, lib: str, device: str, log_p
         message = conn.recv()
         if message is None:
             return
-        plan, data, checked = message
+        plan, data, checked, probe = message
         arena = np.frombuffer(bytearray(data), np.uint8)
-        returned, error, bound = invoke(impl, plan, arena, lib, device, checked, None)
+        returned, error, bound, measures = invoke(impl, plan, arena, lib, device, checked, None, probe)
         header = {"returned": encode(returned), "values": {k: encode(v) for k, v in bound.values_after().items()},
-                  "error": None if error is None else [error.kind, error.text, list(error.types), error.trace]}
+                  "error": None if error is None else [error.kind, error.text, list(error.types), error.trace],
+                  "measures": measures}
         conn.send_bytes(json.dumps(header).encode())
         conn.send_bytes(arena.tobytes())
 
@@ -243,7 +244,7 @@ class Isolated:
             return self.died()
         return answer if isinstance(answer, dict) else self.died()
 
-    def call(self, plan: Plan, arena: np.ndarray, checked: bool = False) -> Result:
+    def call(self, plan: Plan, arena: np.ndarray, checked: bool = False, probe: str = "plain") -> Result:
         if self.load_error is not None:
             return Result(None, {}, None, CallError("raised", f"could not be loaded: {self.load_error}"))
         if self.process is None or not self.process.is_alive():
@@ -252,7 +253,7 @@ class Isolated:
                 return Result(None, {}, None, problem)
         started = time.monotonic()
         try:
-            self.conn.send((plan, arena.tobytes(), checked))
+            self.conn.send((plan, arena.tobytes(), checked, probe))
         except OSError:
             return Result(None, {}, None, self.died())
         header = self.receive_header(self.timeout)
@@ -273,9 +274,12 @@ class Isolated:
                 raise ValueError("unknown error kind")
             values = {k: decode(v) for k, v in header["values"].items()}
             returned = decode(header["returned"])
+            measures = header["measures"]
+            if not isinstance(measures, dict):
+                raise ValueError("measures must be an object")
         except (EOFError, OSError):
             return Result(None, {}, None, self.died())
         except (ValueError, KeyError, TypeError, IndexError):
             self.stop()
             return Result(None, {}, None, CallError("lost", "answered out of protocol"))
-        return Result(np.frombuffer(data, np.uint8).copy(), values, returned, error)
+        return Result(np.frombuffer(data, np.uint8).copy(), values, returned, error, measures)

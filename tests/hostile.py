@@ -64,3 +64,31 @@ def gaps_on_hazard(**kw):
     if torch.isnan(kw["target_probs"]).any() and out.shape[0] and out.stride(0) > out.shape[1] * out.stride(1):
         row_end = out.as_strided((out.shape[0],), (out.stride(0),), out.storage_offset() + out.shape[1] * out.stride(1))
         row_end.fill_(3)
+
+
+def syncs_the_host(**kw):
+    """A correct `rejection.expand`, after reading a value back to the host (a device sync on CUDA)."""
+    from specverify.kernels.torch.rejection import expand
+
+    if kw["cu_num_tokens"].numel():
+        int(kw["cu_num_tokens"][-1])
+    expand(**kw)
+
+
+def launches_many(**kw):
+    """A correct `rejection.expand` followed by 40 no-op launches."""
+    from specverify.kernels.torch.rejection import expand
+
+    expand(**kw)
+    for _ in range(40):
+        kw["expanded"].add_(0)
+
+
+def host_copy_not_replayed(**kw):
+    """Writes its output from a host-side copy made at call time: right when called, stale in a CUDA graph
+    (the replay repeats the device copy of the values captured once)."""
+    from specverify.kernels.torch.rejection import expand
+
+    scratch = torch.empty_like(kw["expanded"])
+    expand(**{**kw, "expanded": scratch})
+    kw["expanded"].copy_(torch.tensor(scratch.cpu().tolist(), dtype=scratch.dtype, device=scratch.device))
