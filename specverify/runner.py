@@ -9,6 +9,7 @@ import time
 import traceback
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -20,6 +21,7 @@ from specverify.harness import Failure, OracleError, Target, error_text, inputs_
 from specverify.profiles import Profile, seed_for
 from specverify.stage import TIERS, DrawContext, Example
 from specverify.strategies.blocks import coverage
+from specverify.strategies.generic import invalid_tier
 
 
 @dataclass
@@ -74,7 +76,8 @@ def check(target: Target, profile: Profile, examples: int | None = None, run_see
     token = coverage.set(seen)
     try:
         for tier in TIERS:
-            make = target.stage.strategy(tier)
+            make = (partial(invalid_tier, target.stage) if tier == "invalid"   # hand-written and record rules
+                    else target.stage.strategy(tier))
             if make is None or (tier == "invalid" and target.backend == "impl"):
                 continue  # outside implementations are not required to validate their arguments
             if not search(target, tier, make(draw_context(target)), profile, examples, run_seed,
