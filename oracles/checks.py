@@ -19,16 +19,22 @@ def dtype_text(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def need_dtype(name: str, a: Any, *allowed: str) -> None:
+def because(source: str) -> str:
+    """Where a required size or dtype comes from, for a message: " (B = len(cu_num_draft_tokens))".
+    When two fields disagree, the error raised while checking one names the other this way."""
+    return f" ({source})" if source else ""
+
+
+def need_dtype(name: str, a: Any, *allowed: str, source: str = "") -> None:
     if a is None or not hasattr(a, "dtype"):
         raise TypeError(f"{name}: must be an array of {'|'.join(allowed)}, got {type(a).__name__}")
     if dtype_name(a) not in allowed:
-        raise TypeError(f"{name}: dtype must be {'|'.join(allowed)}, got {dtype_name(a)}")
+        raise TypeError(f"{name}: dtype must be {'|'.join(allowed)}{because(source)}, got {dtype_name(a)}")
 
 
-def need_shape(name: str, a: Any, shape: tuple[int, ...]) -> None:
+def need_shape(name: str, a: Any, shape: tuple[int, ...], source: str = "") -> None:
     if tuple(a.shape) != tuple(shape):
-        raise ValueError(f"{name}: shape must be {list(shape)}, got {list(a.shape)}")
+        raise ValueError(f"{name}: shape must be {list(shape)}{because(source)}, got {list(a.shape)}")
 
 
 def need_ndim(name: str, a: Any, ndim: int) -> None:
@@ -54,15 +60,16 @@ def need_at_most(name: str, a: Any, high: int, why: str) -> None:
         raise ValueError(f"{name}: every value must be <= {high} ({why}), found {int(a.max())}")
 
 
-def need_inclusive_offsets(name: str, cu: Any, total: int) -> None:
+def need_inclusive_offsets(name: str, cu: Any, total: int, source: str = "") -> None:
     """Inclusive cumulative counts: non-negative, non-decreasing, the last equal to the total."""
     if len(cu) == 0:
         if total != 0:
-            raise ValueError(f"{name}: empty, but there are {total} tokens")
+            raise ValueError(f"{name}: empty, but there are {total} tokens{because(source)}")
         return
     if bool((cu[:1] < 0).any()):
         raise ValueError(f"{name}: must start at a count >= 0, got {int(cu[0])}")
     if len(cu) > 1 and bool((cu[1:] < cu[:-1]).any()):
         raise ValueError(f"{name}: must be non-decreasing (inclusive cumulative counts)")
     if int(cu[-1]) != total:
-        raise ValueError(f"{name}: last value must equal the number of tokens {total}, got {int(cu[-1])}")
+        raise ValueError(f"{name}: last value must equal the number of tokens {total}{because(source)}, "
+                         f"got {int(cu[-1])}")

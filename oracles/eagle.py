@@ -18,15 +18,23 @@ from specverify.oracles.checks import (dtype_name, need_at_least, need_at_most, 
 
 PLACEHOLDER = -1
 INDEX = ("int32", "int64")
+B_QSL = "B = len(query_start_loc) - 1"
 
 
 def dtype_max(a) -> int:
     return int(np.iinfo(dtype_name(a)).max)
 
 
-def need_vector(name: str, a, length: int, *dtypes: str) -> None:
+def need_vector(name: str, a, length: int, *dtypes: str, source: str = "") -> None:
+    """A 1-D array of `length` elements; `source` says where that length comes from."""
     need_dtype(name, a, *dtypes)
-    need_shape(name, a, (length,))
+    need_shape(name, a, (length,), source)
+
+
+def need_same_dtype(name: str, a, like, like_name: str) -> None:
+    """`a` is an index array of `like`'s dtype."""
+    need_dtype(name, a, *INDEX)
+    need_dtype(name, a, dtype_name(like), source=f"dtype of {like_name}")
 
 
 def need_fits(name: str, value: int, like, like_name: str) -> None:
@@ -60,12 +68,12 @@ def check_next_token_padded(sampled_token_ids, discard_mask, backup_next_token_i
                             next_token_ids, valid_sampled_tokens_count, values=True) -> int:
     need_dtype("sampled_token_ids", sampled_token_ids, "int32")
     need_ndim("sampled_token_ids", sampled_token_ids, 2)
-    batch = sampled_token_ids.shape[0]
-    need_vector("discard_mask", discard_mask, batch, "bool")
-    need_vector("backup_next_token_ids", backup_next_token_ids, batch, "int32")
+    batch, b = sampled_token_ids.shape[0], "B = sampled_token_ids.shape[0]"
+    need_vector("discard_mask", discard_mask, batch, "bool", source=b)
+    need_vector("backup_next_token_ids", backup_next_token_ids, batch, "int32", source=b)
     need_int("vocab_size", vocab_size, 1)
-    need_vector("next_token_ids", next_token_ids, batch, "int32")
-    need_vector("valid_sampled_tokens_count", valid_sampled_tokens_count, batch, "int32")
+    need_vector("next_token_ids", next_token_ids, batch, "int32", source=b)
+    need_vector("valid_sampled_tokens_count", valid_sampled_tokens_count, batch, "int32", source=b)
     if values:
         need_at_least("sampled_token_ids", sampled_token_ids, PLACEHOLDER)
     return batch
@@ -93,14 +101,15 @@ def check_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_count,
                                 token_indices_to_sample, num_rejected_tokens, values=True) -> int:
     need_dtype("cu_num_draft_tokens", cu_num_draft_tokens, "int32")
     need_ndim("cu_num_draft_tokens", cu_num_draft_tokens, 1)
-    batch = len(cu_num_draft_tokens)
-    need_vector("valid_sampled_tokens_count", valid_sampled_tokens_count, batch, "int32")
-    need_vector("query_start_loc", query_start_loc, batch + 1, *INDEX)
+    batch, b = len(cu_num_draft_tokens), "B = len(cu_num_draft_tokens)"
+    need_vector("valid_sampled_tokens_count", valid_sampled_tokens_count, batch, "int32", source=b)
+    need_vector("query_start_loc", query_start_loc, batch + 1, *INDEX, source=b)
     need_int("num_reqs", num_reqs)
     if num_reqs > batch:
         raise ValueError(f"num_reqs: must be <= B = {batch}, got {num_reqs}")
-    need_vector("token_indices_to_sample", token_indices_to_sample, batch, dtype_name(query_start_loc))
-    need_vector("num_rejected_tokens", num_rejected_tokens, batch, "int32")
+    need_same_dtype("token_indices_to_sample", token_indices_to_sample, query_start_loc, "query_start_loc")
+    need_vector("token_indices_to_sample", token_indices_to_sample, batch, *INDEX, source=b)
+    need_vector("num_rejected_tokens", num_rejected_tokens, batch, "int32", source=b)
     if values and num_reqs:  # only the rows the stage reads: the rest may hold stale values
         cu = cu_num_draft_tokens[:num_reqs]
         need_inclusive_offsets("cu_num_draft_tokens", cu, int(cu[-1]))
@@ -130,13 +139,15 @@ def prepare_inputs_padded(*, cu_num_draft_tokens, valid_sampled_tokens_count, qu
 def check_prepare_inputs(query_start_loc, seq_lens, num_draft_tokens, num_sampled, new_query_start_loc,
                          token_indices, new_seq_lens, values=True) -> int:
     batch = batch_of(query_start_loc)
-    need_vector("seq_lens", seq_lens, batch, *INDEX)
-    need_vector("num_draft_tokens", num_draft_tokens, batch, *INDEX)
-    need_vector("num_sampled", num_sampled, batch, *INDEX)
-    need_vector("new_query_start_loc", new_query_start_loc, batch + 1, dtype_name(query_start_loc))
-    need_dtype("token_indices", token_indices, dtype_name(query_start_loc))
+    need_vector("seq_lens", seq_lens, batch, *INDEX, source=B_QSL)
+    need_vector("num_draft_tokens", num_draft_tokens, batch, *INDEX, source=B_QSL)
+    need_vector("num_sampled", num_sampled, batch, *INDEX, source=B_QSL)
+    need_same_dtype("new_query_start_loc", new_query_start_loc, query_start_loc, "query_start_loc")
+    need_vector("new_query_start_loc", new_query_start_loc, batch + 1, *INDEX, source=B_QSL)
+    need_same_dtype("token_indices", token_indices, query_start_loc, "query_start_loc")
     need_ndim("token_indices", token_indices, 1)
-    need_vector("new_seq_lens", new_seq_lens, batch, dtype_name(seq_lens))
+    need_same_dtype("new_seq_lens", new_seq_lens, seq_lens, "seq_lens")
+    need_vector("new_seq_lens", new_seq_lens, batch, *INDEX, source=B_QSL)
     if values:
         need_exclusive_offsets("query_start_loc", query_start_loc)
         need_at_least("num_draft_tokens", num_draft_tokens, 0)
@@ -149,7 +160,7 @@ def check_prepare_inputs(query_start_loc, seq_lens, num_draft_tokens, num_sample
         if bool((seq_lens < rejected).any()):
             raise ValueError("seq_lens: a sequence is shorter than the request's rejected tokens")
         kept = int((query_start_loc[1:] - query_start_loc[:-1] - rejected).sum()) if batch else 0
-        need_shape("token_indices", token_indices, (kept,))
+        need_shape("token_indices", token_indices, (kept,), "the kept tokens, sum(q - rejected)")
     return batch
 
 
@@ -185,11 +196,13 @@ def check_copy_and_expand(target_token_ids, target_positions, next_token_ids, qu
                           out_new_token_indices, out_hidden_state_mapping, values=True) -> tuple[int, int]:
     need_dtype("target_token_ids", target_token_ids, *INDEX)
     need_ndim("target_token_ids", target_token_ids, 1)
-    tokens = len(target_token_ids)
-    need_vector("target_positions", target_positions, tokens, *INDEX)
+    tokens, n = len(target_token_ids), "N = len(target_token_ids)"
+    need_vector("target_positions", target_positions, tokens, *INDEX, source=n)
     batch = batch_of(query_start_loc)
-    need_vector("next_token_ids", next_token_ids, batch, dtype_name(target_token_ids))
-    need_vector("query_end_loc", query_end_loc, batch, dtype_name(query_start_loc))
+    need_same_dtype("next_token_ids", next_token_ids, target_token_ids, "target_token_ids")
+    need_vector("next_token_ids", next_token_ids, batch, *INDEX, source=B_QSL)
+    need_same_dtype("query_end_loc", query_end_loc, query_start_loc, "query_start_loc")
+    need_vector("query_end_loc", query_end_loc, batch, *INDEX, source=B_QSL)
     for name, value in (("padding_token_id", padding_token_id),
                         ("parallel_drafting_token_id", parallel_drafting_token_id)):
         need_int(name, value, -dtype_max(target_token_ids) - 1)
@@ -198,12 +211,15 @@ def check_copy_and_expand(target_token_ids, target_positions, next_token_ids, qu
     if not isinstance(shift_input_ids, bool):
         raise TypeError(f"shift_input_ids: must be a Python bool, got {type(shift_input_ids).__name__}")
     size = tokens + batch * P - (batch if shift_input_ids else 0)
-    need_vector("out_input_ids", out_input_ids, size, dtype_name(target_token_ids))
-    need_vector("out_positions", out_positions, size, dtype_name(target_positions))
-    need_vector("out_is_rejected_token_mask", out_is_rejected_token_mask, size, "bool")
-    need_vector("out_is_masked_token_mask", out_is_masked_token_mask, size, "bool")
-    need_vector("out_new_token_indices", out_new_token_indices, batch * P, "int32")
-    need_vector("out_hidden_state_mapping", out_hidden_state_mapping, tokens, "int32")
+    sizes = f"N + B*P - (B if shift_input_ids), {n}, {B_QSL}"
+    need_same_dtype("out_input_ids", out_input_ids, target_token_ids, "target_token_ids")
+    need_vector("out_input_ids", out_input_ids, size, *INDEX, source=sizes)
+    need_same_dtype("out_positions", out_positions, target_positions, "target_positions")
+    need_vector("out_positions", out_positions, size, *INDEX, source=sizes)
+    need_vector("out_is_rejected_token_mask", out_is_rejected_token_mask, size, "bool", source=sizes)
+    need_vector("out_is_masked_token_mask", out_is_masked_token_mask, size, "bool", source=sizes)
+    need_vector("out_new_token_indices", out_new_token_indices, batch * P, "int32", source=f"B*P, {B_QSL}")
+    need_vector("out_hidden_state_mapping", out_hidden_state_mapping, tokens, "int32", source=n)
     if values:
         need_exclusive_offsets("query_start_loc", query_start_loc, tokens)
         if bool((query_end_loc < query_start_loc[:-1]).any()) or bool((query_end_loc >= query_start_loc[1:]).any()):
@@ -260,10 +276,12 @@ def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids
 
 def check_extend_queries(query_start_loc, seq_lens, N, new_query_start_loc, new_seq_lens, values=True) -> int:
     batch = batch_of(query_start_loc)
-    need_vector("seq_lens", seq_lens, batch, *INDEX)
+    need_vector("seq_lens", seq_lens, batch, *INDEX, source=B_QSL)
     need_int("N", N)
-    need_vector("new_query_start_loc", new_query_start_loc, batch + 1, dtype_name(query_start_loc))
-    need_vector("new_seq_lens", new_seq_lens, batch, dtype_name(seq_lens))
+    need_same_dtype("new_query_start_loc", new_query_start_loc, query_start_loc, "query_start_loc")
+    need_vector("new_query_start_loc", new_query_start_loc, batch + 1, *INDEX, source=B_QSL)
+    need_same_dtype("new_seq_lens", new_seq_lens, seq_lens, "seq_lens")
+    need_vector("new_seq_lens", new_seq_lens, batch, *INDEX, source=B_QSL)
     if values:
         need_exclusive_offsets("query_start_loc", query_start_loc)
         need_at_least("seq_lens", seq_lens, 0)
@@ -288,12 +306,12 @@ def check_step_slot_mapping(positions, block_table, seq_lens, block_size, max_mo
                             input_batch_size, clamped_positions, slot_mapping, values=True) -> int:
     need_dtype("positions", positions, *INDEX)
     need_ndim("positions", positions, 1)
-    rows = len(positions)
+    rows, b = len(positions), "B = len(positions)"
     need_dtype("block_table", block_table, *INDEX)
     need_ndim("block_table", block_table, 2)
     if block_table.shape[0] != rows or block_table.shape[1] < 1:
-        raise ValueError(f"block_table: shape must be [B={rows}, NB >= 1], got {list(block_table.shape)}")
-    need_vector("seq_lens", seq_lens, rows, *INDEX)
+        raise ValueError(f"block_table: shape must be [B={rows}, NB >= 1] ({b}), got {list(block_table.shape)}")
+    need_vector("seq_lens", seq_lens, rows, *INDEX, source=b)
     need_int("block_size", block_size, 1)
     need_int("max_model_len", max_model_len, 1)
     need_fits("max_model_len", max_model_len, seq_lens, "seq_lens")
@@ -302,8 +320,9 @@ def check_step_slot_mapping(positions, block_table, seq_lens, block_size, max_mo
     if batch_size > input_batch_size or batch_size > rows:
         raise ValueError(f"batch_size: must be <= input_batch_size ({input_batch_size}) and <= B ({rows}), "
                          f"got {batch_size}")
-    need_vector("clamped_positions", clamped_positions, rows, dtype_name(positions))
-    need_vector("slot_mapping", slot_mapping, input_batch_size, "int64")
+    need_same_dtype("clamped_positions", clamped_positions, positions, "positions")
+    need_vector("clamped_positions", clamped_positions, rows, *INDEX, source=b)
+    need_vector("slot_mapping", slot_mapping, input_batch_size, "int64", source="input_batch_size")
     if values and batch_size:  # padded rows are never read: they may hold anything
         need_at_least("positions", positions[:batch_size], 0)
         need_at_most("positions", positions[:batch_size], dtype_max(positions) - 1, "pos + 1 fits the dtype")

@@ -62,13 +62,14 @@ def check_parse(output_token_ids, vocab_size, discard_req_indices, token_ids, lo
             if value is None:
                 raise ValueError(f"{name}: the logprobs inputs come together; {name} is missing")
             check_host_array(name, value)
+        positions = "B*S: B, S = output_token_ids.shape"
         need_dtype("token_ids", token_ids, "int32", "int64")
         need_ndim("token_ids", token_ids, 2)
-        need_shape("token_ids", token_ids, (batch * width, token_ids.shape[1]))
+        need_shape("token_ids", token_ids, (batch * width, token_ids.shape[1]), positions)
         need_dtype("logprobs", logprobs, "float32")
-        need_shape("logprobs", logprobs, tuple(token_ids.shape))
+        need_shape("logprobs", logprobs, tuple(token_ids.shape), "as token_ids")
         need_dtype("ranks", ranks, "int32", "int64")
-        need_shape("ranks", ranks, (batch * width,))
+        need_shape("ranks", ranks, (batch * width,), positions)
     return batch, width
 
 
@@ -121,15 +122,20 @@ def check_spec_metadata(num_draft_tokens, cu_num_scheduled_tokens, input_ids, ou
     for n in num_draft_tokens:
         need_int("num_draft_tokens", n)
     batch, total = len(num_draft_tokens), sum(num_draft_tokens)
+    sizes = "B = len(num_draft_tokens), T = sum(num_draft_tokens)"
     need_dtype("cu_num_scheduled_tokens", cu_num_scheduled_tokens, "int32")
-    need_shape("cu_num_scheduled_tokens", cu_num_scheduled_tokens, (batch,))
+    need_shape("cu_num_scheduled_tokens", cu_num_scheduled_tokens, (batch,), sizes)
     need_dtype("input_ids", input_ids, "int32", "int64")
     need_ndim("input_ids", input_ids, 1)
     shapes = {"cu_num_draft_tokens": batch, "cu_num_sampled_tokens": batch, "logits_indices": total + batch,
               "target_logits_indices": total, "bonus_logits_indices": batch, "draft_token_ids": total}
     for name, size in shapes.items():
-        need_dtype(name, outputs[name], dtype_name(input_ids) if name == "draft_token_ids" else "int32")
-        need_shape(name, outputs[name], (size,))
+        if name == "draft_token_ids":
+            need_dtype(name, outputs[name], "int32", "int64")
+            need_dtype(name, outputs[name], dtype_name(input_ids), source="dtype of input_ids")
+        else:
+            need_dtype(name, outputs[name], "int32")
+        need_shape(name, outputs[name], (size,), sizes)
     if values:
         previous = 0
         for r, (end, n) in enumerate(zip(cu_num_scheduled_tokens.tolist(), num_draft_tokens)):

@@ -11,13 +11,17 @@ from specverify.oracles.checks import (dtype_name, need_at_least, need_at_most, 
                                        need_int, need_ndim, need_shape)
 
 PLACEHOLDER = -1
-
-
 INT32_MAX = 2**31 - 1
 
+# where the flattened stages take their sizes from (named in shape errors)
+B_FLAT = "B = len(cu_num_draft_tokens)"
+T_FLAT = "T = len(draft_token_ids)"
+V_FROM = "V = target_probs.shape[-1]"
+BK_PADDED = "B, K = draft_token_ids.shape"
 
-def check_batch(draft_token_ids, cu_num_draft_tokens, max_spec_len, output_token_ids, is_greedy=None,
-                bonus_token_ids=None, values=True) -> int:
+
+def check_batch(draft_token_ids, cu_num_draft_tokens, max_spec_len, output_token_ids, is_greedy,
+                bonus_token_ids, values=True) -> int:
     """Checks shared by the flattened-layout stages; returns B. `values=False` skips the checks that
     read array contents (the production kernels skip them on CUDA outside checked mode)."""
     need_dtype("draft_token_ids", draft_token_ids, "int32")
@@ -27,23 +31,21 @@ def check_batch(draft_token_ids, cu_num_draft_tokens, max_spec_len, output_token
     need_int("max_spec_len", max_spec_len)
     batch = len(cu_num_draft_tokens)
     need_dtype("output_token_ids", output_token_ids, "int32")
-    need_shape("output_token_ids", output_token_ids, (batch, max_spec_len + 1))
+    need_shape("output_token_ids", output_token_ids, (batch, max_spec_len + 1), f"{B_FLAT}, S = max_spec_len")
     if is_greedy is not None:
         need_dtype("is_greedy", is_greedy, "bool")
-        need_shape("is_greedy", is_greedy, (batch,))
-    if bonus_token_ids is not None:
-        need_dtype("bonus_token_ids", bonus_token_ids, "int64")
-        need_shape("bonus_token_ids", bonus_token_ids, (batch,))
+        need_shape("is_greedy", is_greedy, (batch,), B_FLAT)
+    need_dtype("bonus_token_ids", bonus_token_ids, "int64")
+    need_shape("bonus_token_ids", bonus_token_ids, (batch,), B_FLAT)
     if values:
-        need_inclusive_offsets("cu_num_draft_tokens", cu_num_draft_tokens, len(draft_token_ids))
+        need_inclusive_offsets("cu_num_draft_tokens", cu_num_draft_tokens, len(draft_token_ids), T_FLAT)
         counts = cu_num_draft_tokens[1:] - cu_num_draft_tokens[:-1]
         need_at_most("cu_num_draft_tokens", cu_num_draft_tokens[:1], max_spec_len,
                      "draft tokens per request <= max_spec_len")
         need_at_most("cu_num_draft_tokens", counts, max_spec_len, "draft tokens per request <= max_spec_len")
         need_at_least("draft_token_ids", draft_token_ids, PLACEHOLDER)
-        if bonus_token_ids is not None:
-            need_at_least("bonus_token_ids", bonus_token_ids, PLACEHOLDER)
-            need_at_most("bonus_token_ids", bonus_token_ids, INT32_MAX, "ids fit the int32 output")
+        need_at_least("bonus_token_ids", bonus_token_ids, PLACEHOLDER)
+        need_at_most("bonus_token_ids", bonus_token_ids, INT32_MAX, "ids fit the int32 output")
     return batch
 
 
@@ -52,7 +54,7 @@ def check_greedy(draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_t
     batch = check_batch(draft_token_ids, cu_num_draft_tokens, max_spec_len, output_token_ids, is_greedy,
                         bonus_token_ids, values)
     need_dtype("target_argmax", target_argmax, "int64")
-    need_shape("target_argmax", target_argmax, tuple(draft_token_ids.shape))
+    need_shape("target_argmax", target_argmax, tuple(draft_token_ids.shape), T_FLAT)
     if values:
         need_at_least("target_argmax", target_argmax, 0)
         need_at_most("target_argmax", target_argmax, INT32_MAX, "ids fit the int32 output")
@@ -92,28 +94,28 @@ def emit_row(out_row, drafts, alternatives, accept, bonus) -> int:
     out_row[len(drafts)] = bonus
     return len(drafts) + 1
 
-def check_tables(target_probs, draft_probs, lead: tuple[int, ...]) -> int:
+def check_tables(target_probs, draft_probs, lead: tuple[int, ...], lead_from: str) -> int:
     """float32 [*lead, V] target probabilities (V >= 1) and, when given, draft probabilities of the same
-    shape; returns V."""
+    shape; returns V. `lead_from` says where the leading sizes come from."""
     for name, probs in (("target_probs", target_probs), ("draft_probs", draft_probs)):
         if probs is None and name == "draft_probs":
             continue
         need_dtype(name, probs, "float32")
         need_ndim(name, probs, len(lead) + 1)
         if tuple(probs.shape[:-1]) != lead or probs.shape[-1] < 1 or probs.shape != target_probs.shape:
-            raise ValueError(f"{name}: shape must be [{', '.join(map(str, lead))}, V >= 1] (as target_probs), "
-                             f"got {list(probs.shape)}")
+            raise ValueError(f"{name}: shape must be [{', '.join(map(str, lead))}, V >= 1] ({lead_from}; "
+                             f"{V_FROM}), got {list(probs.shape)}")
     return int(target_probs.shape[-1])
 
 
-def check_uniforms(uniform_probs, lead: tuple[int, ...]) -> None:
+def check_uniforms(uniform_probs, lead: tuple[int, ...], lead_from: str) -> None:
     need_dtype("uniform_probs", uniform_probs, "float64")
-    need_shape("uniform_probs", uniform_probs, lead)
+    need_shape("uniform_probs", uniform_probs, lead, lead_from)
 
 
-def check_inv_q(inv_q, batch, vocab) -> None:
+def check_inv_q(inv_q, batch, vocab, batch_from: str) -> None:
     need_dtype("inv_q", inv_q, "float32")
-    need_shape("inv_q", inv_q, (batch, vocab))
+    need_shape("inv_q", inv_q, (batch, vocab), f"{batch_from}, {V_FROM}")
 
 
 def check_recovered(cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q,
@@ -124,12 +126,12 @@ def check_recovered(cu_num_draft_tokens, draft_token_ids, draft_probs, target_pr
     need_dtype("cu_num_draft_tokens", cu_num_draft_tokens, "int32")
     need_ndim("cu_num_draft_tokens", cu_num_draft_tokens, 1)
     tokens, batch = len(draft_token_ids), len(cu_num_draft_tokens)
-    vocab = check_tables(target_probs, draft_probs, (tokens,))
-    check_inv_q(inv_q, batch, vocab)
+    vocab = check_tables(target_probs, draft_probs, (tokens,), T_FLAT)
+    check_inv_q(inv_q, batch, vocab, B_FLAT)
     need_dtype("recovered_token_ids", recovered_token_ids, "int32")
-    need_shape("recovered_token_ids", recovered_token_ids, (tokens,))
+    need_shape("recovered_token_ids", recovered_token_ids, (tokens,), T_FLAT)
     if values:
-        need_inclusive_offsets("cu_num_draft_tokens", cu_num_draft_tokens, tokens)
+        need_inclusive_offsets("cu_num_draft_tokens", cu_num_draft_tokens, tokens, T_FLAT)
         need_at_least("draft_token_ids", draft_token_ids, PLACEHOLDER)
     return batch, vocab
 
@@ -180,10 +182,10 @@ def check_random(draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec
     batch = check_batch(draft_token_ids, cu_num_draft_tokens, max_spec_len, output_token_ids, is_greedy,
                         bonus_token_ids, values)
     tokens = len(draft_token_ids)
-    vocab = check_tables(target_probs, draft_probs, (tokens,))
+    vocab = check_tables(target_probs, draft_probs, (tokens,), T_FLAT)
     need_dtype("recovered_token_ids", recovered_token_ids, "int32")
-    need_shape("recovered_token_ids", recovered_token_ids, (tokens,))
-    check_uniforms(uniform_probs, (tokens,))
+    need_shape("recovered_token_ids", recovered_token_ids, (tokens,), T_FLAT)
+    check_uniforms(uniform_probs, (tokens,), T_FLAT)
     if values:
         need_at_least("recovered_token_ids", recovered_token_ids, 0)
         need_at_most("recovered_token_ids", recovered_token_ids, vocab - 1, "ids < V")
@@ -228,10 +230,10 @@ def check_sample(draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs
     batch = check_batch(draft_token_ids, cu_num_draft_tokens, max_spec_len, output_token_ids, is_greedy,
                         bonus_token_ids, values)
     tokens = len(draft_token_ids)
-    vocab = check_tables(target_probs, draft_probs, (tokens,))
+    vocab = check_tables(target_probs, draft_probs, (tokens,), T_FLAT)
     if is_greedy is not None:
-        check_uniforms(uniform_probs, (tokens,))
-        check_inv_q(inv_q, batch, vocab)
+        check_uniforms(uniform_probs, (tokens,), T_FLAT)
+        check_inv_q(inv_q, batch, vocab, B_FLAT)
     return batch, vocab
 
 
@@ -265,15 +267,15 @@ def check_padded(draft_token_ids, bonus_token_ids, is_greedy, output_token_ids, 
     need_ndim("draft_token_ids", draft_token_ids, 2)
     batch, k = (int(n) for n in draft_token_ids.shape)
     need_dtype("bonus_token_ids", bonus_token_ids, "int64")
-    need_shape("bonus_token_ids", bonus_token_ids, (batch,))
+    need_shape("bonus_token_ids", bonus_token_ids, (batch,), BK_PADDED)
     if is_greedy is not None:
         need_dtype("is_greedy", is_greedy, "bool")
-        need_shape("is_greedy", is_greedy, (batch,))
+        need_shape("is_greedy", is_greedy, (batch,), BK_PADDED)
     for name, out, shape in (("output_token_ids", output_token_ids, (batch, k + 1)),
                              ("num_rejected_tokens", num_rejected_tokens, (batch,)),
                              ("last_token_ids", last_token_ids, (batch,))):
         need_dtype(name, out, "int64")
-        need_shape(name, out, shape)
+        need_shape(name, out, shape, BK_PADDED)
     if values:
         need_at_least("draft_token_ids", draft_token_ids, PLACEHOLDER)
         need_at_least("bonus_token_ids", bonus_token_ids, PLACEHOLDER)
@@ -292,7 +294,7 @@ def check_greedy_padded(draft_token_ids, target_argmax, bonus_token_ids, is_gree
     batch, k = check_padded(draft_token_ids, bonus_token_ids, is_greedy, output_token_ids, num_rejected_tokens,
                             last_token_ids, values)
     need_dtype("target_argmax", target_argmax, "int64")
-    need_shape("target_argmax", target_argmax, (batch, k))
+    need_shape("target_argmax", target_argmax, (batch, k), BK_PADDED)
     if values:
         need_at_least("target_argmax", target_argmax, 0)
     return batch, k
@@ -319,10 +321,10 @@ def check_sample_padded(draft_token_ids, draft_probs, target_probs, bonus_token_
     """Returns (B, K). The noise inputs are required exactly when `is_greedy` is given."""
     batch, k = check_padded(draft_token_ids, bonus_token_ids, is_greedy, output_token_ids, num_rejected_tokens,
                             last_token_ids, values)
-    vocab = check_tables(target_probs, draft_probs, (batch, k))
+    vocab = check_tables(target_probs, draft_probs, (batch, k), BK_PADDED)
     if is_greedy is not None:
-        check_uniforms(uniform_probs, (batch, k))
-        check_inv_q(inv_q, batch, vocab)
+        check_uniforms(uniform_probs, (batch, k), BK_PADDED)
+        check_inv_q(inv_q, batch, vocab, BK_PADDED)
     return batch, k
 
 
@@ -365,10 +367,10 @@ def check_expand(x, cu_num_tokens, num_tokens, replace_from, replace_to, expande
     need_dtype("x", x, "float32", "int32", "int64")
     need_ndim("x", x, 1)
     need_dtype("cu_num_tokens", cu_num_tokens, "int32")
-    need_shape("cu_num_tokens", cu_num_tokens, tuple(x.shape))
+    need_shape("cu_num_tokens", cu_num_tokens, tuple(x.shape), "B = len(x)")
     need_int("num_tokens", num_tokens)
-    need_dtype("expanded", expanded, dtype_name(x))
-    need_shape("expanded", expanded, (num_tokens,))
+    need_dtype("expanded", expanded, dtype_name(x), source="dtype of x")
+    need_shape("expanded", expanded, (num_tokens,), "T = num_tokens")
     if values:
         need_inclusive_offsets("cu_num_tokens", cu_num_tokens, num_tokens)
     kind = np.dtype(dtype_name(x))

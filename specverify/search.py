@@ -22,6 +22,7 @@ from specverify.profiles import seed_for
 from specverify.report import failure_report, replay_command
 from specverify.stage import DrawContext, Example
 from specverify.strategies.blocks import coverage
+from specverify.strategies.generic import invalid_tier
 
 
 class Abandon(BaseException):
@@ -38,6 +39,10 @@ def draw_context(target: Target) -> DrawContext:
 
 
 def tier_strategy(target: Target, tier: str):
+    """What a tier draws: the stage's own strategy; for the invalid tier, its hand-written value rules
+    and the rules generated from its record."""
+    if tier == "invalid":
+        return invalid_tier(target.stage, draw_context(target))
     return target.stage.strategy(tier)(draw_context(target))
 
 

@@ -13,6 +13,7 @@ from specverify.kernels.host.output import SMALL
 from specverify.materialize import Bound, plan
 from specverify.session import verify_example as verify
 from specverify.stage import Buffer, Example
+from specverify.strategies.generic import corruptions
 from specverify.strategies.output import parse_corruptions, spec_metadata_corruptions
 
 PARSE = registry.all_stages()["output.parse"]
@@ -60,12 +61,19 @@ def test_spec_metadata_worked_example(target, id_dtype):
     verify(target, worked_example(id_dtype))
 
 
+def generated(stage, ex) -> list:
+    """Every invalid variant of `ex` generated from the record (dtype, rank, length, None)."""
+    return [c.build(option) for c in corruptions(stage, ex) for option in c.options]
+
+
 @pytest.mark.parametrize("target", targets(SPEC), ids=lambda t: t.backend)
 def test_spec_metadata_refuses_every_invalid_rule(target):
     ex = worked_example()
     for r in range(5):
         for bad in spec_metadata_corruptions(ex, r):
             verify(target, bad)
+    for bad in generated(SPEC, ex):
+        verify(target, bad)
 
 
 # --- output.parse --------------------------------------------------------------------------------------
@@ -139,7 +147,8 @@ def test_parse_large_batch_matches_a_plain_filter(target):
 @pytest.mark.parametrize("target", targets(PARSE), ids=lambda t: t.backend)
 def test_parse_refuses_every_invalid_rule(target, containers):
     for ids in (IDS, np.tile(IDS, (SMALL, 1))):     # both filtering paths
-        for bad in parse_corruptions(parse_example(ids, (2,), containers, logprobs=containers[0])):
+        ex = parse_example(ids, (2,), containers, logprobs=containers[0])
+        for bad in parse_corruptions(ex) + generated(PARSE, ex):
             verify(target, bad)
 
 

@@ -16,7 +16,8 @@ from hypothesis import event, strategies as st, target
 from specverify.stage import Buffer, DrawContext, Example, Layout
 
 PLACEHOLDER = -1
-VOCAB_EDGES = (2, 8191, 8192, 8193, 151936)   # tile edges and a real vocabulary (Qwen's)
+VOCAB_EDGES = (1, 2, 8191, 8192, 8193, 151936)   # one id, tile edges and a real vocabulary (Qwen's)
+MODES = ("plain", "plain", "plain", "single", "stress", "stress")
 
 coverage: ContextVar[Counter | None] = ContextVar("specverify_coverage", default=None)
 
@@ -38,6 +39,27 @@ def aim(value: float, metric: str) -> None:
 def generator(draw) -> np.random.Generator:
     """A NumPy generator for bulk values; shrinks towards seed 0."""
     return np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+
+
+@st.composite
+def mode(draw) -> str:
+    """How rare classes are drawn: "plain" (each at its own rate), "single" (one request with one
+    token), or "stress" (several rare classes switched on together, e.g. a long request with
+    placeholder and out-of-vocabulary ids, a large batch with discarded rows). Shrinks to "plain"."""
+    chosen = draw(st.sampled_from(MODES))
+    label(f"mode: {chosen}")
+    return chosen
+
+
+@st.composite
+def bound(draw, high: int, small: int = 4) -> int:
+    """An exclusive upper bound for bulk values drawn below `high`: `high` itself three times in four,
+    else a small one (2 to `small`). The small one comes first, so shrinking reaches it when the
+    failure does not need large values, and a shrunk case shows 0, 1, 2 rather than 117342."""
+    if draw(st.sampled_from(["small", "full", "full", "full"])) == "small" and high > 2:
+        label("values: small")
+        return draw(st.integers(2, min(small, high)))   # 0 and at least one other value
+    return high
 
 
 @dataclass(frozen=True)
@@ -63,15 +85,26 @@ def batch_size(ctx: DrawContext, low: int = 0, high: int | None = None) -> st.Se
 
 
 @st.composite
-def draft_batch(draw, ctx: DrawContext, low: int = 0, max_tokens: int | None = None) -> DraftBatch:
+def draft_batch(draw, ctx: DrawContext, low: int = 0, max_tokens: int | None = None,
+                kind: str | None = None) -> DraftBatch:
     """Per-request draft counts: empty batches, uniform K, ragged with zeros, mostly-zero, and a few
     requests of more than 128 drafts among short ones; max_spec_len at or above the largest count.
-    At most `max_tokens` (and the context's limit) drafts in all: later requests lose drafts first."""
+    At most `max_tokens` (and the context's limit) drafts in all: later requests lose drafts first.
+    `kind` (a `mode`, drawn when not given): "single" is one request with one draft, "stress" a
+    batch of two or more with a long request among short ones and empty ones (ragged counts when
+    the budget has no room for a long request)."""
     cap = ctx.max_tokens if max_tokens is None else min(max_tokens, ctx.max_tokens)
-    shape = draw(st.sampled_from(["uniform", "ragged", "sparse", "long", "long"]))   # long: the 128 edge
+    kind = kind or draw(mode())
+    if kind == "single" and low <= 1:
+        label("batch: one request, one draft")
+        return DraftBatch(np.ones(1, np.int64), 1 + draw(st.sampled_from([0, 0, 1])))
+    if kind == "stress":   # a long request where the token budget has room for one
+        shape = "long" if cap > 128 else "ragged"
+    else:
+        shape = draw(st.sampled_from(["uniform", "ragged", "sparse", "long", "long"]))
     spec = draw(st.integers(0, 8)) if shape != "long" else draw(st.integers(129, 300))
     budget = max(1, cap // max(spec, 1))
-    batch = draw(batch_size(ctx, low, budget))
+    batch = draw(batch_size(ctx, max(low, 2) if kind == "stress" else low, budget))
     rng = draw(generator())
     if shape == "uniform":
         counts = np.full(batch, draw(st.integers(0, spec)), np.int64)
@@ -108,18 +141,32 @@ def exclusive_offsets(counts: np.ndarray, dtype: str = "int32") -> np.ndarray:
     return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(dtype)
 
 
-def vocab_size(ctx: DrawContext) -> st.SearchStrategy[int]:
-    """Tile edges (2, 8191, 8192, 8193, 151936) and small sizes; the interpreter stays below 8194."""
+@st.composite
+def vocab_size(draw, ctx: DrawContext) -> int:
+    """A single id, tile edges (2, 8191, 8192, 8193, 151936) and small sizes; the interpreter stays
+    below 8194."""
     edges = [v for v in VOCAB_EDGES if not ctx.small or v <= 8193]
-    return st.one_of(st.sampled_from(edges), st.integers(2, 300))
+    vocab = draw(st.one_of(st.sampled_from(edges), st.integers(1, 300)))
+    label("vocab: V=1" if vocab == 1 else "vocab: tile edge or real size" if vocab in VOCAB_EDGES else "vocab: small")
+    return vocab
+
+
+SMALL_ARRAY = 8   # arrays up to this size get their values drawn one by one (they shrink to 0, 1, ...)
 
 
 @st.composite
-def token_ids(draw, size: int, vocab: int, dtype: str = "int32") -> np.ndarray:
-    """Ids in [0, V), with placeholder (-1) and out-of-vocabulary (V, V+7) ids mixed in at drawn rates."""
+def token_ids(draw, size: int, vocab: int, dtype: str = "int32", stress: bool = False) -> np.ndarray:
+    """Ids in [0, V) (or a small part of it, see `bound`), with placeholder (-1) and out-of-vocabulary
+    (V, V+7) ids mixed in at drawn rates (both when `stress`). A few ids are drawn one by one from
+    every class, so a shrunk case shows the smallest ids that still fail."""
+    if size <= SMALL_ARRAY and not stress:
+        label("ids: drawn one by one")
+        valid = st.integers(0, vocab - 1)
+        one = st.one_of(valid, valid, valid, st.sampled_from([PLACEHOLDER, vocab, vocab + 7]))
+        return np.array(draw(st.lists(one, min_size=size, max_size=size)), dtype)
     rng = draw(generator())
-    ids = rng.integers(0, vocab, size)
-    mix = draw(st.sampled_from(["valid", "placeholders", "oov", "both"]))
+    ids = rng.integers(0, draw(bound(vocab)), size)
+    mix = "both" if stress else draw(st.sampled_from(["valid", "placeholders", "oov", "both"]))
     if mix in ("placeholders", "both"):
         ids[rng.random(size) < 0.2] = PLACEHOLDER
     if mix in ("oov", "both"):
@@ -130,14 +177,29 @@ def token_ids(draw, size: int, vocab: int, dtype: str = "int32") -> np.ndarray:
 
 
 @st.composite
-def layout(draw, ndim: int) -> Layout | None:
-    """None (contiguous) or a strided view: steps 1-3 per axis, a padded row."""
-    if not draw(st.booleans()):
+def layout(draw, ndim: int, strided: bool | None = None) -> Layout | None:
+    """None (contiguous) or a strided view (always when `strided`): a step of 1-3 on every axis, the
+    last (column) axis included, and padding after every axis (the row stride exceeds the row); never
+    a layout that is contiguous after all. One in four views of two or more axes is stored in another
+    axis order (a transposed view: the column stride exceeds the row stride)."""
+    if not ndim or not (draw(st.booleans()) if strided is None else strided):
         return None
     steps = tuple(draw(st.integers(1, 3)) for _ in range(ndim))
     pads = tuple(draw(st.integers(0, 5)) for _ in range(ndim))
+    if all(step == 1 for step in steps) and not any(pads[1:]):
+        pads = pads[:-1] + (draw(st.integers(1, 5)),) if ndim > 1 else pads
+        steps = steps if ndim > 1 else (draw(st.integers(2, 3)),)
     label("layout: strided")
-    return Layout(steps, pads)
+    if steps[-1] > 1:
+        label("layout: column step > 1")
+    if ndim > 1 and (steps[0] > 1 or any(pads[1:])):
+        label("layout: row stride > row length")
+    order = tuple(draw(st.permutations(range(ndim)))) if ndim > 1 and draw(st.integers(0, 3)) == 0 else None
+    if order == tuple(range(ndim)):
+        order = None
+    if order is not None:
+        label("layout: transposed")
+    return Layout(steps, pads, order)
 
 
 def index_dtype(allowed: tuple[str, ...] = ("int32", "int64")) -> st.SearchStrategy[str]:

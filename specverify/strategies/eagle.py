@@ -5,15 +5,13 @@ touch (past num_reqs, past batch_size) are filled with stale values it must not 
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 from hypothesis import strategies as st
 
 from specverify.stage import Buffer, DrawContext, Example, Layout
-from specverify.strategies.blocks import (PLACEHOLDER, batch_size, draft_batch, exclusive_offsets, generator,
-                                          inclusive_offsets, index_dtype, invalid, label, one_invalid, short,
-                                          vocab_size)
+from specverify.strategies.blocks import (PLACEHOLDER, batch_size, bound, draft_batch, exclusive_offsets,
+                                          generator, inclusive_offsets, index_dtype, invalid, label, layout, mode,
+                                          one_invalid, short, vocab_size)
 
 INT32_MAX = 2**31 - 1
 
@@ -38,16 +36,6 @@ def rows_table(**columns) -> tuple[list[str], list[list]]:
 
 
 @st.composite
-def row_stride_layout(draw, ndim: int) -> Layout | None:
-    """Contiguous, or rows further apart than their length (a padded last axis, maybe skipped rows)."""
-    if not draw(st.booleans()):
-        return None
-    label("layout: row stride > row length")
-    steps = (draw(st.integers(1, 2)),) + (1,) * (ndim - 1)
-    return Layout(steps, (0,) * (ndim - 1) + (draw(st.integers(1, 5)),))
-
-
-@st.composite
 def labelled_dtype(draw, field: str) -> str:
     """int32 or int64 for an index field whose dtype the contract leaves open."""
     dtype = draw(index_dtype())
@@ -67,21 +55,15 @@ def stale(rng: np.random.Generator, values: np.ndarray, start: int) -> np.ndarra
     return out
 
 
-def retyped(ex: Example, name: str, dtype: str, rule: str | None = None) -> Example:
-    return invalid(ex, name, rule or f"dtype ({dtype} given)", **{name: ex.inputs[name].astype(dtype)})
+def other_index_dtype(dtype) -> str:
+    return "int64" if np.dtype(dtype) == np.int32 else "int32"
 
 
-def resized(ex: Example, name: str) -> Example:
-    """`name` one element longer than the contract's length."""
-    value = ex.inputs[name]
-    return invalid(ex, name, "length", **{name: np.append(value, value[:1] if len(value) else 0)})
-
-
-def wrong_buffer(ex: Example, name: str, dtype: str | None = None, extra: int = 0) -> Example:
+def unlike(ex: Example, name: str, like: str) -> Example:
+    """Output `name` in the other index dtype than input `like`, whose dtype it must have."""
     buf = ex.outputs[name]
-    shape = (buf.shape[0] + extra,) + buf.shape[1:]
-    return invalid(ex, name, f"buffer dtype {dtype}" if dtype else "buffer length",
-                   outputs={name: Buffer(shape, dtype or buf.dtype)})
+    return invalid(ex, name, f"dtype of {like}",
+                   outputs={name: Buffer(buf.shape, other_index_dtype(ex.inputs[like].dtype), buf.layout)})
 
 
 def with_value(ex: Example, name: str, index: int, value: int, rule: str) -> Example:
@@ -93,15 +75,15 @@ def with_value(ex: Example, name: str, index: int, value: int, rule: str) -> Exa
 # ---------------------------------------------------------------- eagle.next_token_padded
 
 @st.composite
-def sampled_rows(draw, batch: int, width: int, vocab: int) -> np.ndarray:
+def sampled_rows(draw, batch: int, width: int, vocab: int, stress: bool = False) -> np.ndarray:
     """Rows of sampled ids: an emitted prefix then -1 (what rejection emits), rows with gaps of -1 and
-    OOV ids before later valid ones, or a mix of both."""
+    OOV ids before later valid ones, or a mix of both (always when `stress`)."""
     rng = draw(generator())
-    ids = rng.integers(0, vocab, (batch, width))
+    ids = rng.integers(0, draw(bound(vocab)), (batch, width))
     prefix = np.arange(width) < rng.integers(0, width + 1, (batch, 1))
     holes = rng.random((batch, width)) < draw(st.sampled_from([0.2, 0.5, 0.9]))
     junk = rng.choice([PLACEHOLDER, vocab, vocab + 7], (batch, width))
-    kind = draw(st.sampled_from(["prefix", "gaps", "mixed"]))
+    kind = "mixed" if stress else draw(st.sampled_from(["prefix", "gaps", "mixed"]))
     gap_rows = np.full((batch, 1), kind == "gaps") if kind != "mixed" else rng.random((batch, 1)) < 0.5
     ids = np.where(gap_rows, np.where(holes, junk, ids), np.where(prefix, ids, PLACEHOLDER))
     label(f"sampled: {kind}")
@@ -115,19 +97,25 @@ def sampled_rows(draw, batch: int, width: int, vocab: int) -> np.ndarray:
 
 @st.composite
 def next_token_valid(draw, ctx: DrawContext) -> Example:
-    batch = draw(batch_size(ctx))
-    width = draw(st.one_of(st.integers(1, 9), st.integers(0, 33)))
+    kind = draw(mode())
+    stress = kind == "stress"
+    if kind == "single":
+        batch, width = 1, 1
+    else:
+        batch = draw(batch_size(ctx, 2 if stress else 0))
+        width = draw(st.integers(9, 33) if stress else st.one_of(st.integers(1, 9), st.integers(0, 33)))
     vocab = draw(vocab_size(ctx))
     rng = draw(generator())
-    discard = rng.random(batch) < draw(st.sampled_from([0.0, 0.3, 1.0]))
+    discard = rng.random(batch) < (0.3 if stress else draw(st.sampled_from([0.0, 0.3, 1.0])))
     if discard.any():
         label("discard: all rows" if discard.all() else "discard: some rows")
     return Example(
         tier="valid",
-        inputs={"sampled_token_ids": draw(sampled_rows(batch, width, vocab)), "discard_mask": discard,
-                "backup_next_token_ids": rng.integers(0, vocab, batch).astype(np.int32), "vocab_size": vocab},
+        inputs={"sampled_token_ids": draw(sampled_rows(batch, width, vocab, stress)), "discard_mask": discard,
+                "backup_next_token_ids": rng.integers(0, draw(bound(vocab)), batch).astype(np.int32),
+                "vocab_size": vocab},
         outputs=buffers(next_token_ids=((batch,), "int32"), valid_sampled_tokens_count=((batch,), "int32")),
-        layouts=strided("sampled_token_ids", draw(row_stride_layout(2))),
+        layouts=strided("sampled_token_ids", draw(layout(2, True if stress else None))),
     )
 
 
@@ -135,15 +123,7 @@ def next_token_valid(draw, ctx: DrawContext) -> Example:
 def next_token_invalid(draw, ctx: DrawContext) -> Example:
     ex = draw(next_token_valid(ctx))
     x = ex.inputs
-    found = [
-        retyped(ex, "sampled_token_ids", "int64"),
-        replace(invalid(ex, "sampled_token_ids", "2-D", sampled_token_ids=x["sampled_token_ids"].reshape(-1)),
-                layouts={}),
-        retyped(ex, "discard_mask", "int32"), resized(ex, "discard_mask"),
-        retyped(ex, "backup_next_token_ids", "int64"), resized(ex, "backup_next_token_ids"),
-        invalid(ex, "vocab_size", "vocab_size >= 1", vocab_size=0),
-        wrong_buffer(ex, "next_token_ids", "int64"), wrong_buffer(ex, "valid_sampled_tokens_count", extra=1),
-    ]
+    found = [invalid(ex, "vocab_size", "vocab_size >= 1", vocab_size=0)]
     if x["sampled_token_ids"].size:
         bad = x["sampled_token_ids"].copy()
         bad.reshape(-1)[bad.size // 2] = -2
@@ -167,11 +147,11 @@ def query_lengths(draw, counts: np.ndarray) -> np.ndarray:
 
 
 @st.composite
-def sampled_counts(draw, counts: np.ndarray) -> np.ndarray:
-    """Accepted + 1 per request (1 to n + 1), 0 for discarded requests."""
+def sampled_counts(draw, counts: np.ndarray, stress: bool = False) -> np.ndarray:
+    """Accepted + 1 per request (1 to n + 1), 0 for discarded requests (some always when `stress`)."""
     rng = draw(generator())
     sampled = rng.integers(1, counts + 2)
-    if draw(st.booleans()):
+    if stress or draw(st.booleans()):
         sampled[rng.random(len(counts)) < 0.3] = 0
         label("requests: some discarded (0 sampled)")
     return sampled
@@ -179,14 +159,16 @@ def sampled_counts(draw, counts: np.ndarray) -> np.ndarray:
 
 @st.composite
 def prepare_padded_valid(draw, ctx: DrawContext) -> Example:
-    batch = draw(draft_batch(ctx))
+    kind = draw(mode())
+    stress = kind == "stress"
+    batch = draw(draft_batch(ctx, kind=kind))
     b = batch.batch
-    num_reqs = draw(st.one_of(st.just(b), st.integers(0, b)))
+    num_reqs = draw(st.integers(0, b - 1) if stress else st.one_of(st.just(b), st.integers(0, b)))
     qsl = exclusive_offsets(draw(query_lengths(batch.counts)), draw(labelled_dtype("query_start_loc")))
-    cu, count = inclusive_offsets(batch.counts), draw(sampled_counts(batch.counts)).astype(np.int32)
+    cu, count = inclusive_offsets(batch.counts), draw(sampled_counts(batch.counts, stress)).astype(np.int32)
     if num_reqs < b:
         label("num_reqs < B")
-        if draw(st.booleans()):
+        if stress or draw(st.booleans()):
             label("stale rows past num_reqs")
             rng = draw(generator())
             cu, count, qsl = stale(rng, cu, num_reqs), stale(rng, count, num_reqs), stale(rng, qsl, num_reqs + 1)
@@ -206,10 +188,7 @@ def prepare_padded_invalid(draw, ctx: DrawContext) -> Example:
     found = [
         invalid(ex, "num_reqs", "num_reqs <= B", num_reqs=b + 1),
         invalid(ex, "num_reqs", "num_reqs >= 0", num_reqs=-1),
-        retyped(ex, "cu_num_draft_tokens", "int64"), retyped(ex, "valid_sampled_tokens_count", "int64"),
-        retyped(ex, "query_start_loc", "float32"), resized(ex, "query_start_loc"),
-        resized(ex, "valid_sampled_tokens_count"),
-        wrong_buffer(ex, "token_indices_to_sample", "int16"), wrong_buffer(ex, "num_rejected_tokens", extra=1),
+        unlike(ex, "token_indices_to_sample", "query_start_loc"),
     ]
     if n:
         first = int(x["cu_num_draft_tokens"][0])
@@ -235,13 +214,14 @@ def prepare_padded_table(ex: Example):
 
 @st.composite
 def prepare_valid(draw, ctx: DrawContext) -> Example:
-    batch = draw(draft_batch(ctx))
+    kind = draw(mode())
+    batch = draw(draft_batch(ctx, kind=kind))
     counts = batch.counts
     q = draw(query_lengths(counts))
-    sampled = draw(sampled_counts(counts))
+    sampled = draw(sampled_counts(counts, kind == "stress"))
     rejected = np.where(counts > 0, counts + 1 - sampled, 0)
     rng = draw(generator())
-    seq_lens = q + rng.integers(0, 300, len(q)) * draw(st.sampled_from([0, 1]))
+    seq_lens = q + rng.integers(0, draw(bound(300)), len(q)) * draw(st.sampled_from([0, 1]))
     if (seq_lens == rejected).any():
         label("prepare: a sequence left empty")
     dtypes = [draw(labelled_dtype(f)) for f in ("query_start_loc", "seq_lens", "num_draft_tokens", "num_sampled")]
@@ -262,11 +242,9 @@ def prepare_invalid(draw, ctx: DrawContext) -> Example:
     x = ex.inputs
     b = len(x["seq_lens"])
     found = [
-        retyped(ex, "query_start_loc", "float32"), retyped(ex, "num_sampled", "int16"),
-        resized(ex, "seq_lens"), resized(ex, "num_draft_tokens"),
         with_value(ex, "query_start_loc", 0, -1, "leading 0"),
-        wrong_buffer(ex, "token_indices", extra=1), wrong_buffer(ex, "new_seq_lens", "float64"),
-        wrong_buffer(ex, "new_query_start_loc", extra=-1),
+        unlike(ex, "new_query_start_loc", "query_start_loc"), unlike(ex, "token_indices", "query_start_loc"),
+        unlike(ex, "new_seq_lens", "seq_lens"),
     ]
     if b:
         n, q = x["num_draft_tokens"], np.diff(x["query_start_loc"])
@@ -293,27 +271,31 @@ def prepare_table(ex: Example):
 
 @st.composite
 def copy_expand_valid(draw, ctx: DrawContext) -> Example:
-    b = draw(batch_size(ctx, high=ctx.max_batch // 2))
+    kind = draw(mode())
+    stress = kind == "stress"
+    b = 1 if kind == "single" else draw(batch_size(ctx, 2 if stress else 0, ctx.max_batch // 2))
     rng = draw(generator())
-    q = rng.integers(1, draw(st.sampled_from([2, 6, 12])) + 1, b)
+    q = rng.integers(1, (1 if kind == "single" else draw(st.sampled_from([2, 6, 12]))) + 1, b)
     qsl = exclusive_offsets(q, draw(labelled_dtype("query_start_loc")))
     ends = qsl[1:] - 1
-    if draw(st.booleans()):
+    if stress or draw(st.booleans()):
         ends = qsl[:-1] + rng.integers(0, q)
         label("copy_expand: rejected tokens")
-    spare = draw(st.sampled_from([0, 0, 1, 5]))
+    spare = 1 if stress else draw(st.sampled_from([0, 0, 1, 5]))
     if spare:
         label("copy_expand: buffers longer than needed")
     tokens, vocab = int(qsl[-1]) + spare, draw(vocab_size(ctx))
     ids, positions = draw(labelled_dtype("target_token_ids")), draw(labelled_dtype("target_positions"))
-    shift, parallel = draw(st.booleans()), draw(st.sampled_from([1, 1, 2, 3, 5]))
+    shift = True if stress else draw(st.booleans())
+    parallel = draw(st.sampled_from([2, 3, 5] if stress else [1, 1, 2, 3, 5]))
     label(f"copy_expand: shift={shift}, P={'1' if parallel == 1 else '>1'}")
     size = tokens + b * parallel - (b if shift else 0)
+    top = draw(bound(vocab))
     return Example(
         tier="valid",
-        inputs={"target_token_ids": rng.integers(0, vocab, tokens).astype(ids),
-                "target_positions": rng.integers(0, 5000, tokens).astype(positions),
-                "next_token_ids": rng.integers(0, vocab, b).astype(ids),
+        inputs={"target_token_ids": rng.integers(0, top, tokens).astype(ids),
+                "target_positions": rng.integers(0, draw(bound(5000)), tokens).astype(positions),
+                "next_token_ids": rng.integers(0, top, b).astype(ids),
                 "query_start_loc": qsl, "query_end_loc": ends.astype(qsl.dtype),
                 "padding_token_id": draw(st.sampled_from([0, PLACEHOLDER, vocab])),
                 "parallel_drafting_token_id": draw(st.sampled_from([vocab - 1, vocab, 0])),
@@ -329,15 +311,14 @@ def copy_expand_valid(draw, ctx: DrawContext) -> Example:
 def copy_expand_invalid(draw, ctx: DrawContext) -> Example:
     ex = draw(copy_expand_valid(ctx))
     x = ex.inputs
-    other = "int64" if x["target_token_ids"].dtype == np.int32 else "int32"
+    other = other_index_dtype(x["target_token_ids"].dtype)
     found = [
         invalid(ex, "P", "P >= 1", P=0),
-        invalid(ex, "shift_input_ids", "a bool", shift_input_ids=int(x["shift_input_ids"])),
-        retyped(ex, "next_token_ids", other, "dtype of target_token_ids"), resized(ex, "target_positions"),
-        retyped(ex, "query_end_loc", "float32"),
+        invalid(ex, "next_token_ids", "dtype of target_token_ids", next_token_ids=x["next_token_ids"].astype(other)),
+        invalid(ex, "query_end_loc", "dtype of query_start_loc",
+                query_end_loc=x["query_end_loc"].astype(other_index_dtype(x["query_start_loc"].dtype))),
         invalid(ex, "padding_token_id", "fits the id dtype", padding_token_id=2**63),
-        wrong_buffer(ex, "out_is_rejected_token_mask", "int8"), wrong_buffer(ex, "out_new_token_indices", extra=1),
-        wrong_buffer(ex, "out_positions", "float32"), wrong_buffer(ex, "out_input_ids", extra=1),
+        unlike(ex, "out_input_ids", "target_token_ids"), unlike(ex, "out_positions", "target_positions"),
     ]
     b = len(x["next_token_ids"])
     if b:
@@ -358,15 +339,16 @@ def copy_expand_table(ex: Example):
 
 @st.composite
 def extend_valid(draw, ctx: DrawContext) -> Example:
-    b = draw(batch_size(ctx))
+    kind = draw(mode())
+    b = 1 if kind == "single" else draw(batch_size(ctx, 17 if kind == "stress" else 0))
     rng = draw(generator())
-    q = rng.integers(0, 12, b)
+    q = np.ones(1, np.int64) if kind == "single" else rng.integers(0, 12, b)
     qsl = exclusive_offsets(q, draw(labelled_dtype("query_start_loc")))
     seq_dtype = draw(labelled_dtype("seq_lens"))
     return Example(
         tier="valid",
-        inputs={"query_start_loc": qsl, "seq_lens": (q + rng.integers(0, 4000, b)).astype(seq_dtype),
-                "N": draw(st.sampled_from([0, 1, 2, 3, 7]))},
+        inputs={"query_start_loc": qsl, "seq_lens": (q + rng.integers(0, draw(bound(4000)), b)).astype(seq_dtype),
+                "N": draw(st.sampled_from([1, 2, 3, 7] if kind == "stress" else [0, 1, 2, 3, 7]))},
         outputs=buffers(new_query_start_loc=((b + 1,), qsl.dtype.name), new_seq_lens=((b,), seq_dtype)),
     )
 
@@ -377,10 +359,9 @@ def extend_invalid(draw, ctx: DrawContext) -> Example:
     x = ex.inputs
     b = len(x["seq_lens"])
     found = [
-        invalid(ex, "N", "N >= 0", N=-1), invalid(ex, "N", "a Python int", N=1.0),
-        retyped(ex, "seq_lens", "uint8"), resized(ex, "seq_lens"),
+        invalid(ex, "N", "N >= 0", N=-1),
         with_value(ex, "query_start_loc", 0, 3, "leading 0"),
-        wrong_buffer(ex, "new_seq_lens", "float32"), wrong_buffer(ex, "new_query_start_loc", extra=1),
+        unlike(ex, "new_seq_lens", "seq_lens"), unlike(ex, "new_query_start_loc", "query_start_loc"),
     ]
     if b:
         found.append(with_value(ex, "seq_lens", b - 1, -1, "seq_lens >= 0"))
@@ -393,10 +374,10 @@ def extend_invalid(draw, ctx: DrawContext) -> Example:
 # ---------------------------------------------------------------- eagle.step_slot_mapping
 
 @st.composite
-def step_positions(draw, rng, batch: int, max_model_len: int, table_tokens: int) -> np.ndarray:
+def step_positions(draw, rng, batch: int, max_model_len: int, table_tokens: int, stress: bool = False) -> np.ndarray:
     """Positions below the limit, just below and at it (pos + 1 == max_model_len), beyond it, and
-    beyond the block table's reach (the last block is used)."""
-    kind = draw(st.sampled_from(["inside", "edges", "mixed"]))
+    beyond the block table's reach (the last block is used); all of these together when `stress`."""
+    kind = "mixed" if stress else draw(st.sampled_from(["inside", "edges", "mixed"]))
     label(f"positions: {kind}")
     inside = rng.integers(0, max_model_len, batch)
     edges = max_model_len + rng.choice([-2, -1, 0, 5], batch)
@@ -408,19 +389,21 @@ def step_positions(draw, rng, batch: int, max_model_len: int, table_tokens: int)
 
 @st.composite
 def step_valid(draw, ctx: DrawContext) -> Example:
-    batch = draw(batch_size(ctx))
-    rows = batch + draw(st.sampled_from([0, 0, 2]))
-    input_batch = batch + draw(st.sampled_from([0, 0, 1, 9]))
+    kind = draw(mode())
+    stress = kind == "stress"
+    batch = 1 if kind == "single" else draw(batch_size(ctx, 2 if stress else 0))
+    rows = batch + draw(st.sampled_from([2] if stress else [0, 0, 2]))
+    input_batch = batch + draw(st.sampled_from([1, 9] if stress else [0, 0, 1, 9]))
     if input_batch > batch:
         label("step: CUDA-graph padded rows")
     block, blocks = draw(st.sampled_from([1, 7, 16])), draw(st.integers(1, 6))
     max_model_len = draw(st.sampled_from([blocks * block, blocks * block + 3, max(1, blocks * block // 2), 1]))
     rng = draw(generator())
     pos_dtype, table_dtype, seq_dtype = (draw(labelled_dtype(f)) for f in ("positions", "block_table", "seq_lens"))
-    positions = draw(step_positions(rng, batch, max_model_len, blocks * block))
+    positions = draw(step_positions(rng, batch, max_model_len, blocks * block, stress))
     if (positions + 1 >= max_model_len).any():
         label("step: a position reaches max_model_len")
-    top = INT32_MAX if draw(st.booleans()) else 1000
+    top = INT32_MAX if draw(st.booleans()) else draw(bound(1000))
     if top == INT32_MAX:
         label("step: slots beyond int32")
     table = rng.integers(0, top, (rows, blocks), endpoint=True)
@@ -435,7 +418,7 @@ def step_valid(draw, ctx: DrawContext) -> Example:
                 "seq_lens": seq.astype(seq_dtype), "block_size": block, "max_model_len": max_model_len,
                 "batch_size": batch, "input_batch_size": input_batch},
         outputs=buffers(clamped_positions=((rows,), pos_dtype), slot_mapping=((input_batch,), "int64")),
-        layouts=strided("block_table", draw(row_stride_layout(2))),
+        layouts=strided("block_table", draw(layout(2, True if stress else None))),
     )
 
 
@@ -451,9 +434,7 @@ def step_invalid(draw, ctx: DrawContext) -> Example:
         invalid(ex, "block_size", "block_size >= 1", block_size=0),
         invalid(ex, "max_model_len", "max_model_len >= 1", max_model_len=0),
         invalid(ex, "block_table", "NB >= 1", block_table=table[:, :0]),
-        retyped(ex, "block_table", "float32"), retyped(ex, "seq_lens", "int16"), resized(ex, "seq_lens"),
-        wrong_buffer(ex, "slot_mapping", "int32"), wrong_buffer(ex, "slot_mapping", extra=1),
-        wrong_buffer(ex, "clamped_positions", "float64"),
+        unlike(ex, "clamped_positions", "positions"),
     ]
     if batch:
         found += [with_value(ex, "positions", batch - 1, -1, "positions >= 0"),
