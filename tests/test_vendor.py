@@ -213,3 +213,20 @@ def test_pytest_is_a_front_door_in_a_vendor_repository(tmp_path):
     xml = JUnitXml.fromfile(str(repo / "out.xml"))
     results = {case.name: [type(r).__name__ for r in case.result] for suite in xml for case in suite}
     assert results == {"eagle.next_token_padded[valid-cpu]": ["Failure"], "rejection.expand[valid-cpu]": []}
+
+
+def test_the_suite_corpus_is_replayed_on_an_outside_implementation_once_per_case(tmp_path, capsys):
+    """Our own corpus (the checkout's cases/) and the --cases folder together, a case in both replayed once."""
+    folders = sorted(p for p in (ROOT / "cases").iterdir() if p.is_dir() and list(p.glob("*.npz")))
+    if not folders:
+        pytest.skip("the suite's corpus is empty")
+    stage, ours = folders[0].name, {p.stem for p in folders[0].glob("*.npz")}
+    local = tmp_path / "cases" / stage
+    local.mkdir(parents=True)
+    shutil.copy(sorted(folders[0].glob("*.npz"))[0], local)
+    status = main(["check", "--stage", stage, "--impl", registry.all_stages()[stage].impls["torch"], "--check",
+                   "corpus", "--device", "cpu", "--cases", str(tmp_path / "cases"), "--report", str(tmp_path / "r.json")])
+    [outcome] = json.loads((tmp_path / "r.json").read_text())["outcomes"]
+    assert status == 0, capsys.readouterr().out
+    assert sorted(r["case"] for r in outcome["replays"]) == sorted(ours)
+    assert {r["origin"] for r in outcome["replays"]} == {"suite"}
