@@ -1,8 +1,10 @@
 """Checks: the questions asked of a target. A run is a list of (target, check) pairs, each one Outcome.
 
-The first three are the input tiers (valid: byte identity; hazard: invariants and untouched bytes;
-invalid: a clear refusal). Later checks (GPU properties: no host sync, launches per call, CUDA-graph
-replay) register here with `register` and need no change to the harness or the session.
+`corpus` replays the regression corpus (the suite's and the vendor's case files); `valid`, `hazard` and
+`invalid` search the three input tiers (byte identity; invariants and untouched bytes; a clear refusal).
+Checks run in ascending `order`, so a known failure from the corpus shows before any new draw. Later
+checks (GPU properties: no host sync, launches per call, CUDA-graph replay) register here with `register`
+and need no change to the harness or the session.
 """
 from __future__ import annotations
 
@@ -14,6 +16,25 @@ from typing import Callable
 from specverify.backends import Target
 from specverify.profiles import Profile
 
+# Outcome.status: "passed"; "failed"; "error" (the suite itself broke); "skipped" (not run, with the
+# reason); "xfailed" (failed, and every failure is covered by an expect-fail waiver); "waived" (never
+# launched: a skip waiver).
+STATUSES = ("passed", "failed", "error", "skipped", "xfailed", "waived")
+
+
+@dataclass
+class Replay:
+    """One corpus case replayed by the `corpus` check."""
+    case_id: str                       # the file name without .npz (its content hash)
+    path: Path
+    tier: str                          # the tier the case was drawn from
+    origin: str                        # "suite" (our corpus) or "local" (the --cases folder)
+    status: str = "passed"             # "passed", "failed", "xfailed", "waived" (not launched)
+    headline: str = ""
+    report: str = ""
+    kind: str = ""
+    waiver: str = ""                   # the waiver that covered it
+
 
 @dataclass
 class Outcome:
@@ -22,9 +43,9 @@ class Outcome:
     backend: str
     device: str
     check: str
-    status: str = "passed"             # "passed", "failed", "error" (the suite broke) or "skipped"
+    status: str = "passed"             # one of STATUSES
     examples: int = 0                  # calls made, shrinking included
-    planned: int = 0                   # examples the profile asked for
+    planned: int = 0                   # examples the profile asked for (corpus: case files found)
     seconds: float = 0.0
     found_after: int | None = None     # examples drawn until the first failure (before shrinking)
     headline: str = ""                 # one line: what failed, or why skipped
@@ -33,6 +54,18 @@ class Outcome:
     case: Path | None = None
     measures: dict = field(default_factory=dict)   # property checks: the largest value measured, by name
     coverage: Counter = field(default_factory=Counter)
+    source: str = ""                   # "module:function" of the implementation
+    fingerprint: dict = field(default_factory=dict)        # its module: {"module", "file", "sha256"}
+    replays: list[Replay] = field(default_factory=list)    # corpus check: every case it found
+    notes: list[str] = field(default_factory=list)         # one line each: damaged corpus files, ...
+    waiver: str = ""                   # the waiver that covered this outcome ("xfailed" or "waived")
+
+    @property
+    def case_ids(self) -> list[str]:
+        """Ids of the cases this outcome failed on (a search: its shrunk case; corpus: failing replays)."""
+        if self.replays:
+            return [r.case_id for r in self.replays if r.status in ("failed", "xfailed")]
+        return [self.case.stem] if self.case is not None else []
 
 
 @dataclass
@@ -46,15 +79,18 @@ class Context:
     guard_check: bool                  # run twice with two guard patterns on every example
     deadline: float | None             # time.monotonic() when the target's time is up
     progress: Callable[[int], None] | None = None
+    waivers: object = None             # waivers.WaiverSet or None: the corpus check skips waived cases
 
 
 @dataclass(frozen=True)
 class Check:
     name: str
     doc: str                                            # one line, for listings
+    order: int                                          # checks of a target run in ascending order
     applies: Callable[[Target], str | None]             # None when it applies, else why not
     run: Callable[[Target, Context], Outcome]
     planned: Callable[[Target, Profile, int | None], int] = lambda t, p, n: 0   # examples it will draw
+    by_default: Callable[[Target], bool] = lambda t: True   # asked unless checks are named explicitly
 
 
 CHECKS: dict[str, Check] = {}
@@ -67,27 +103,47 @@ def register(check: Check) -> Check:
     return check
 
 
-def tier_check(tier: str, doc: str, applies: Callable[[Target], str | None]) -> Check:
+def ordered(names=None) -> list[Check]:
+    """The named checks (all when None), in running order."""
+    chosen = [CHECKS[n] for n in names] if names is not None else list(CHECKS.values())
+    return sorted(chosen, key=lambda c: (c.order, c.name))
+
+
+def default_checks(target: Target) -> list[Check]:
+    """The checks a target gets when none are named: those that apply and are asked by default."""
+    return [c for c in ordered() if c.applies(target) is None and c.by_default(target)]
+
+
+def tier_check(tier: str, doc: str, order: int, applies: Callable[[Target], str | None]) -> Check:
     def run(target: Target, ctx: Context) -> Outcome:
         from specverify.search import search, verify_tier
 
         return search(target, tier, tier, ctx.profile.count(tier, ctx.examples), verify_tier, ctx)
 
-    return Check(tier, doc, applies, run, lambda target, profile, examples: profile.count(tier, examples))
+    return Check(tier, doc, order, applies, run, lambda target, profile, examples: profile.count(tier, examples))
 
 
 def _has(tier: str) -> Callable[[Target], str | None]:
     def applies(target: Target) -> str | None:
-        return None if target.stage.strategy(tier) is not None else f"{target.stage.name} draws no {tier} inputs"
+        return None if target.stage.strategy(tier) is not None else f"the stage has no {tier} tier"
     return applies
 
 
 def _validates(target: Target) -> str | None:
     if not target.backend.validates:
-        return "outside implementations are not required to validate their arguments"
+        return "outside implementations need not validate their arguments"
     return None
 
 
-VALID = register(tier_check("valid", "byte identity with the oracle on the contract's domain", _has("valid")))
-HAZARD = register(tier_check("hazard", "invariants and untouched bytes on pathological inputs", _has("hazard")))
-INVALID = register(tier_check("invalid", "a clear ValueError/TypeError naming the field", _validates))
+def _replay(target: Target, ctx: Context) -> Outcome:
+    from specverify.corpus import replay
+
+    return replay(target, ctx)
+
+
+CORPUS = register(Check("corpus", "every case file of the stage in the corpus (ours and --cases) replayed first",
+                        0, lambda target: None, _replay,
+                        by_default=lambda target: not target.backend.trusted))
+VALID = register(tier_check("valid", "byte identity with the oracle on the contract's domain", 10, _has("valid")))
+HAZARD = register(tier_check("hazard", "invariants and untouched bytes on pathological inputs", 20, _has("hazard")))
+INVALID = register(tier_check("invalid", "a clear ValueError/TypeError naming the field", 30, _validates))

@@ -1,7 +1,9 @@
 """The command line: `specverify list | check | replay | show`.
 
-Exit status: 0 when everything checked passed, 1 on any failure, 2 on bad usage, an unreadable case or
-a report that could not be written, 3 when nothing was checked (every target skipped).
+Exit status: 0 when everything checked passed (failures every one covered by an expect-fail waiver
+included), 1 on any other failure or a waiver that is no longer needed, 2 on bad usage (a bad waiver
+file, a vendor that resolves to nothing), an unreadable case or a report that could not be written, 3
+when nothing was checked (every target skipped).
 """
 from __future__ import annotations
 
@@ -15,12 +17,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import specverify
-from specverify import backends, cases, env, registry, session
-from specverify.calls import error_text
+from specverify import backends, cases, env, registry, reports, session, vendors, waivers
 from specverify.checks import CHECKS, Outcome
+from specverify.conformance import Run, exit_status, not_asked, verdicts
 from specverify.harness import Failure, OracleError
 from specverify.profiles import PROFILES
-from specverify.report import coverage_tables, failure_report, replay_command, summary_table, write_json_report
+from specverify.report import coverage_tables, failure_report, replay_command, summary_table
 
 PASSED, FAILED, USAGE, NOTHING_CHECKED = 0, 1, 2, 3
 
@@ -50,8 +52,16 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--seed", type=int, metavar="S", help="run seed (default: 0, or fresh for nightly)")
     chk.add_argument("--profile", choices=sorted(PROFILES), default="ci")
     chk.add_argument("--impl", metavar="MODULE:FUNCTION", help="check an outside implementation (one --stage)")
-    chk.add_argument("--cases", type=Path, default=None, metavar="DIR", help="where failing cases go")
-    chk.add_argument("--json", type=Path, metavar="PATH", help="also write a machine-readable report")
+    chk.add_argument("--vendor", metavar="NAME", help="check every stage a vendor implements (an entry point of "
+                                                      "group specverify.vendors, or MODULE[:ATTR])")
+    chk.add_argument("--waivers", type=Path, metavar="PATH", help="the vendor's waiver file (TOML)")
+    chk.add_argument("--check", action="append", choices=list(CHECKS), metavar="CHECK",
+                     help=f"only these checks (repeatable; {', '.join(CHECKS)})")
+    chk.add_argument("--cases", type=Path, default=None, metavar="DIR",
+                     help="where failing cases go; its cases are replayed first on outside implementations")
+    chk.add_argument("--report", "--json", dest="json", type=Path, metavar="PATH", help="write the JSON report")
+    chk.add_argument("--junit", type=Path, metavar="PATH", help="write a JUnit XML report")
+    chk.add_argument("--markdown", type=Path, metavar="PATH", help="write a Markdown report")
     chk.add_argument("--coverage", action="store_true", help="print what the draws covered, per stage")
     chk.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
                      help="run implementations in worker processes (default: the profile's; always for --impl)")
@@ -92,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():   # kernels' and interpreters' warnings are not the run's output
             warnings.simplefilter("ignore")
             return {"list": cmd_list, "check": cmd_check, "replay": cmd_replay, "show": cmd_show}[args.command](args)
-    except (UsageError, LookupError, cases.CaseError) as exc:
+    except (UsageError, LookupError, cases.CaseError, waivers.WaiverError) as exc:
         console.print(f"specverify {args.command}: error: {exc}", markup=False)
         return USAGE
 
@@ -131,8 +141,17 @@ def impl_device(args) -> str:
     return device
 
 
-def resolve_targets(args) -> tuple[list, list[Outcome]]:
+def resolve_targets(args, vendor: vendors.Vendor | None = None) -> tuple[list, list[Outcome]]:
     stages = registry.select(args.stage)
+    if vendor is not None:
+        chosen = {s.name for s in stages}
+        device = impl_device(args)
+        targets = [backends.target(registry.all_stages()[name], "impl", device, source)
+                   for name, source in vendor.implementations.items() if name in chosen]
+        if not targets:
+            raise UsageError(f"--stage selects no stage that vendor {vendor.name} implements "
+                             f"({', '.join(vendor.implementations)})")
+        return targets, []
     if args.impl:
         if len(stages) != 1:
             raise UsageError(f"--impl checks one stage; --stage selects {len(stages)}")
@@ -174,19 +193,29 @@ class ProgressListener(session.Listener):
             self.bar.remove_task(self.task)
             self.task = None
         self.bar.advance(self.overall)
-        mark = {"passed": "ok", "failed": "FAILED", "error": "ERROR", "skipped": "skip"}[outcome.status]
+        mark = {"passed": "ok", "failed": "FAILED", "error": "ERROR", "skipped": "skip", "xfailed": "xfail",
+                "waived": "waived"}[outcome.status]
         self.bar.console.print(f"{mark:6} {target.label}: {outcome.check}  ({outcome.examples} examples, "
                                     f"{outcome.seconds:.1f}s)", markup=False)
 
 
 def cmd_check(args) -> int:
     profile = PROFILES[args.profile]
-    targets, outcomes = resolve_targets(args)
+    waiver_set = waivers.load(args.waivers) if args.waivers else None
+    if args.vendor and (args.impl or args.backend):
+        raise UsageError("--vendor excludes --impl and --backend")
+    vendor = vendors.resolve(args.vendor, list(registry.all_stages())) if args.vendor else None
+    targets, outcomes = resolve_targets(args, vendor)
     options = session.Options(profile, profile.run_seed(args.seed), args.examples,
                               args.cases or cases.default_dir(), args.isolate, args.timeout, args.target_timeout,
-                              tuple(args.check) if args.check else None)
+                              tuple(args.check) if args.check else None, waiver_set)
     total = session.planned(targets, options)
-    mode = "isolated" if options.isolated or args.impl else "in process"
+    outside = bool(args.impl or vendor)
+    mode = "isolated" if options.isolated or outside else "in process"
+    if vendor is not None:
+        console.print(f"vendor {vendor.name}: {vendor.declaration}"
+                      f"{f' ({vendor.distribution})' if vendor.distribution else ''}: "
+                      f"{len(vendor.implementations)} stage(s) implemented", markup=False)
     console.print(f"specverify check: profile {profile.name}, seed {options.run_seed}, {len(targets)} target(s), "
                   f"{total} check(s), {mode}, cases to {options.cases_dir}/", markup=False)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -195,32 +224,47 @@ def cmd_check(args) -> int:
             outcomes += session.run(targets, options, ProgressListener(progress, total))
         except session.ImplementationNotFound as exc:
             raise UsageError(f"--impl {exc}") from None
-    console.print(summary_table(outcomes))
-    for o in outcomes:
+    implemented = set(vendor.implementations) if vendor is not None else None
+    if waiver_set is not None:
+        waiver_set.finish(set(registry.all_stages()), implemented)
+    run = Run(outcomes, profile.name, options.run_seed, targets[0].device if targets else (args.device or "cpu"),
+              vendor, waiver_set, [s for s in registry.all_stages() if implemented is not None
+                                   and s not in implemented], str(options.cases_dir))
+    run.exit_status = exit_status(outcomes, waiver_set)
+    print_run(run, args, outside)
+    problems = reports.write(run, args.json, args.junit, args.markdown)
+    for line in problems:
+        console.print(f"specverify check: error: {line}", markup=False)
+    return run.exit_status if run.exit_status == FAILED or not problems else USAGE
+
+
+def print_run(run: Run, args, outside: bool) -> None:
+    """The summary table, every failure's report, and for outside implementations the verdict by level,
+    the stages not implemented and the waivers' states."""
+    console.print(summary_table(run.outcomes))
+    for o in run.outcomes:
         if o.status in ("failed", "error"):
             console.print(o.report or o.headline, markup=False)
+        for note in o.notes:
+            console.print(f"note: {o.stage} {o.check}: {note}", markup=False)
     if args.coverage:
-        for table in coverage_tables(outcomes):
+        for table in coverage_tables(run.outcomes):
             console.print(table)
-    status = exit_status(outcomes)
-    if status == NOTHING_CHECKED:
+    if outside:
+        console.print("verdict by level (contract = valid tier, robustness = hazard tier, arguments = invalid tier):",
+                      markup=False)
+        found = verdicts(run.outcomes)
+        for line in [v.line() for v in found] + not_asked(found):
+            console.print(f"  {line}", markup=False)
+    if run.not_implemented:
+        console.print(f"not implemented by {run.vendor.name} ({len(run.not_implemented)}): "
+                      f"{', '.join(run.not_implemented)}", markup=False)
+    if run.waivers is not None:
+        console.print(f"waivers ({run.waivers.path}):", markup=False)
+        for w in run.waivers.entries:
+            console.print(f"  {w.label} [{w.mode}] {w.scope}: {reports.STATE_WORDS[w.state]}", markup=False)
+    if run.exit_status == NOTHING_CHECKED:
         console.print("specverify check: nothing was checked: every target was skipped", markup=False)
-    if args.json:
-        try:
-            write_json_report(args.json, outcomes, profile.name, options.run_seed, status)
-        except OSError as exc:
-            console.print(f"specverify check: error: the report could not be written to {args.json}: "
-                          f"{error_text(exc)}", markup=False)
-            return status if status == FAILED else USAGE
-    return status
-
-
-def exit_status(outcomes: list[Outcome]) -> int:
-    if any(o.status in ("failed", "error") for o in outcomes):
-        return FAILED
-    if not any(o.status == "passed" for o in outcomes):
-        return NOTHING_CHECKED
-    return PASSED
 
 
 def cmd_replay(args) -> int:

@@ -63,17 +63,18 @@ def verify_graph_replay(target: Target, example: Example, ctx: Context) -> dict:
     return {}
 
 
-def property_check(name: str, doc: str, verify) -> Check:
+def property_check(name: str, doc: str, order: int, verify) -> Check:
     def run(target: Target, ctx: Context) -> Outcome:
         from specverify.search import search
 
         return search(target, name, "valid", planned(target, ctx.profile, ctx.examples), verify, ctx)
 
-    return Check(name, doc, on_cuda, run, planned)
+    return Check(name, doc, order, on_cuda, run, planned)
 
 
-NO_SYNC = register(property_check("no-sync", "no device-to-host synchronization inside the call", verify_no_sync))
-LAUNCHES = register(property_check("launches", "device launches per call, within the record's bound",
+NO_SYNC = register(property_check("no-sync", "no device-to-host synchronization inside the call", 40,
+                                  verify_no_sync))
+LAUNCHES = register(property_check("launches", "device launches per call, within the record's bound", 41,
                                    verify_launches))
-GRAPH_REPLAY = register(property_check("graph-replay", "a CUDA-graph capture replays to the same bytes",
+GRAPH_REPLAY = register(property_check("graph-replay", "a CUDA-graph capture replays to the same bytes", 42,
                                        verify_graph_replay))

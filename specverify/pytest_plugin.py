@@ -1,21 +1,35 @@
-"""The pytest side: profile options, the (stage, backend, device, check) matrix, and case files as tests.
+"""The pytest side of specverify, in this repository and in a vendor's.
 
-Loaded by the repository's conftest.py (`pytest_plugins`). Every `cases/<stage>/<hash>.npz` is
-collected as one regression test per backend and device that runs here; a damaged case file is one
-failing test with its one-line reason, never a collection error.
+Registered as the `pytest11` entry point `specverify.pytest_plugin` (and loaded by this repository's
+conftest.py when run from a checkout), so an installed specverify serves any repository:
+
+- `pytest --specverify-vendor NAME` adds one test per check of every stage the vendor implements (see
+  `specverify.vendors`), named `<stage>[<check>-<device>]`: `-k rejection.expand` picks a stage, and
+  markers pick checks and devices (`-m hazard`, `-m "not corpus"`, `-m cuda`). `--specverify-waivers PATH`
+  applies the vendor's waiver file: an expected failure is an xfail, a check a skip waiver names is a skip
+  (never launched); a waiver that is no longer needed, and stale waivers, are listed at the end of the
+  run, and the former fails it (exit status 1). `--junitxml` writes the usual JUnit file. The waiver
+  summary covers the tests of one process (not aggregated across `-n` workers).
+- Here: the generated stage tests (`stage_matrix`, marked by backend, device and check), and every case
+  file `cases/<stage>/<hash>.npz` collected as one regression test per backend and device that runs here
+  (not in vendor runs); a damaged case file is one failing test with its one-line reason.
+
+Heavy modules are imported when a hook needs them, so loading the plugin costs an unrelated repository
+nothing.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 import pytest
 
-from specverify import backends, cases, registry, session
-from specverify.checks import CHECKS
-from specverify.harness import Failure, OracleError
 from specverify.profiles import PROFILES
-from specverify.report import failure_report, replay_command
+
+BACKEND_MARKERS = ("oracle", "numpy", "torch", "triton", "vendor")
+DEVICE_MARKERS = ("cpu", "cuda")
+VENDOR_RUN = pytest.StashKey()
 
 
 def pytest_addoption(parser):
@@ -23,10 +37,32 @@ def pytest_addoption(parser):
     group.addoption("--specverify-profile", choices=sorted(PROFILES),
                     default=os.environ.get("SPECVERIFY_PROFILE", "ci"), help="Hypothesis profile of stage tests")
     group.addoption("--specverify-seed", type=int, default=None, help="run seed (default: the profile's)")
+    group.addoption("--specverify-vendor", metavar="NAME", default=None,
+                    help="check every stage this vendor implements (entry point of group specverify.vendors, "
+                         "or MODULE[:ATTR])")
+    group.addoption("--specverify-waivers", metavar="PATH", type=Path, default=None, help="the vendor's waiver file")
+    group.addoption("--specverify-cases", metavar="DIR", type=Path, default=None,
+                    help="the vendor's case folder: replayed first, and where new failing cases go")
+    group.addoption("--specverify-device", choices=DEVICE_MARKERS, default=None,
+                    help="where the vendor's kernels run (default: cuda when present)")
+    group.addoption("--specverify-examples", metavar="N", type=int, default=None, help="valid-tier examples")
+
+
+def pytest_configure(config):
+    from specverify.checks import CHECKS
+
+    for name in BACKEND_MARKERS:
+        config.addinivalue_line("markers", f"{name}: a specverify test of the {name} backend")
+    for name in DEVICE_MARKERS:
+        config.addinivalue_line("markers", f"{name}: a specverify test on the {name} device")
+    for check in CHECKS.values():
+        config.addinivalue_line("markers", f"{check.name}: the specverify {check.name} check ({check.doc})")
 
 
 def run_stage_check(config, stage_name: str, backend: str, device: str, check: str) -> None:
     """The body of a generated stage test: one check of one target; fails with the full report."""
+    from specverify import backends, registry, session
+
     stage = registry.all_stages()[stage_name]
     why = backends.unavailable(backend, device)
     if why:
@@ -40,25 +76,153 @@ def run_stage_check(config, stage_name: str, backend: str, device: str, check: s
 
 
 def stage_matrix() -> list:
-    """pytest params: every stage x backend x device x check that applies (unavailable devices skip)."""
+    """pytest params: every stage x backend x device x default check (unavailable devices skip), marked
+    by backend, device and check."""
+    from specverify import backends, registry
+    from specverify.checks import default_checks
+
     params = []
     for stage, backend, device, _ in backends.matrix(list(registry.all_stages().values())):
-        target = backends.target(stage, backend, device)
-        for check in CHECKS.values():
-            if check.applies(target) is None:
-                params.append(pytest.param(stage.name, backend, device, check.name,
-                                           id=f"{stage.name}-{backend}-{device}-{check.name}"))
+        for check in default_checks(backends.target(stage, backend, device)):
+            marks = [getattr(pytest.mark, backend), getattr(pytest.mark, device), getattr(pytest.mark, check.name)]
+            params.append(pytest.param(stage.name, backend, device, check.name, marks=marks,
+                                       id=f"{stage.name}-{backend}-{device}-{check.name}"))
     return params
 
 
+# ------------------------------------------------------------------ a vendor's kernels as tests
+
+@dataclasses.dataclass
+class VendorRun:
+    vendor: object                 # vendors.Vendor
+    options: object                # session.Options (waivers included)
+    outcomes: list = dataclasses.field(default_factory=list)
+
+
+@pytest.hookimpl(tryfirst=True)      # before -k and -m deselect
+def pytest_collection_modifyitems(session, config, items):
+    if config.getoption("--specverify-vendor"):
+        items.extend(VendorSuite.from_parent(session, name="specverify", nodeid="specverify").collect())
+
+
+class VendorSuite(pytest.Collector):
+    """The vendor's tests (their node ids read `specverify::<stage>[<check>-<device>]`)."""
+
+    def collect(self) -> list:
+        return vendor_items(self, self.config)
+
+
+def vendor_items(parent, config) -> list:
+    """One VendorItem per (stage, check) of the vendor, in stage order and check order."""
+    from specverify import backends, cases, env, registry
+    from specverify import session as sv
+    from specverify import vendors, waivers
+
+    try:
+        waiver_set = waivers.load(config.getoption("--specverify-waivers")) \
+            if config.getoption("--specverify-waivers") else None
+        vendor = vendors.resolve(config.getoption("--specverify-vendor"), list(registry.all_stages()))
+    except (waivers.WaiverError, vendors.VendorError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    device = config.getoption("--specverify-device") or ("cuda" if env.cuda_available() else "cpu")
+    why = backends.unavailable("torch", device)
+    if why:
+        raise pytest.UsageError(f"--specverify-device {device}: {why}")
+    profile = PROFILES[config.getoption("--specverify-profile")]
+    options = sv.Options(profile, profile.run_seed(config.getoption("--specverify-seed")),
+                         config.getoption("--specverify-examples"),
+                         config.getoption("--specverify-cases") or cases.default_dir(), waivers=waiver_set)
+    run = config.stash[VENDOR_RUN] = VendorRun(vendor, options)
+    found = []
+    for name, source in vendor.implementations.items():
+        target = backends.target(registry.all_stages()[name], "impl", device, source)
+        for check in sv.checks_of(target, options):
+            item = VendorItem.from_parent(parent, name=f"{name}[{check.name}-{device}]", target=target,
+                                          check=check.name, run=run)
+            for marker in ("vendor", device, check.name):
+                item.add_marker(marker)
+            found.append(item)
+    return found
+
+
+class VendorItem(pytest.Item):
+    """One check of one vendor implementation."""
+
+    def __init__(self, *, target, check: str, run: VendorRun, **kw):
+        super().__init__(**kw)
+        self.target, self.check, self.run = target, check, run
+
+    def runtest(self):
+        from specverify import session as sv
+        from specverify.harness import Failure
+
+        [outcome] = sv.run([self.target], dataclasses.replace(self.run.options, checks=(self.check,)))
+        self.run.outcomes.append(outcome)
+        if outcome.status in ("waived", "skipped"):
+            pytest.skip(outcome.headline)
+        if outcome.status == "xfailed":
+            pytest.xfail(f"{outcome.waiver}: {outcome.headline}")
+        if outcome.status in ("failed", "error"):
+            raise Failure(outcome.report or outcome.headline)
+
+    def repr_failure(self, excinfo):
+        from specverify.harness import Failure
+
+        return str(excinfo.value) if isinstance(excinfo.value, Failure) else super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, None, f"{self.target.stage.name} {self.check} of {self.target.source}"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    run = config.stash.get(VENDOR_RUN, None)
+    if run is None or not run.outcomes:
+        return
+    from specverify import registry
+    from specverify.conformance import not_asked, verdicts
+    from specverify.reports import STATE_WORDS
+
+    write = terminalreporter.write_line
+    terminalreporter.section(f"specverify: vendor {run.vendor.name}")
+    found = verdicts(run.outcomes)
+    for line in [v.line() for v in found] + not_asked(found):
+        write(line)
+    missing = [s for s in registry.all_stages() if s not in run.vendor.implementations]
+    write(f"not implemented ({len(missing)}): {', '.join(missing)}")
+    waiver_set = run.options.waivers
+    if waiver_set is not None:
+        waiver_set.finish(set(registry.all_stages()), set(run.vendor.implementations))
+        for w in waiver_set.entries:
+            write(f"{w.label} [{w.mode}] {w.scope}: {STATE_WORDS[w.state]}")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """A waiver that is no longer needed fails the run, as in `specverify check`."""
+    run = session.config.stash.get(VENDOR_RUN, None)
+    waiver_set = run.options.waivers if run is not None else None
+    if waiver_set is None or not run.outcomes:
+        return
+    from specverify import registry
+
+    waiver_set.finish(set(registry.all_stages()), set(run.vendor.implementations))
+    if waiver_set.by_state("passed") and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# ------------------------------------------------------------------ case files as regression tests
+
 def pytest_collect_file(file_path: Path, parent):
-    if file_path.suffix == ".npz" and "cases" in file_path.parts:
+    if (file_path.suffix == ".npz" and file_path.parent.parent.name == "cases" and "." in file_path.parent.name
+            and not parent.config.getoption("--specverify-vendor")):
         return CaseFile.from_parent(parent, path=file_path)
     return None
 
 
 class CaseFile(pytest.File):
     def collect(self):
+        from specverify import backends, cases, registry
+
         try:
             stage_name, example = cases.load(self.path)
         except cases.CaseError as exc:
@@ -81,6 +245,10 @@ class CaseItem(pytest.Item):
         self.skip_reason, self.problem = skip_reason, problem
 
     def runtest(self):
+        from specverify import backends, session
+        from specverify.harness import Failure, OracleError
+        from specverify.report import failure_report, replay_command
+
         if self.problem:
             raise Failure(self.problem)
         if self.skip_reason:

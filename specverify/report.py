@@ -1,8 +1,8 @@
-"""Rendering: failure reports, the summary table, coverage tables and the JSON report."""
+"""Rendering for the terminal: failure reports, the summary table and coverage tables (the files a run
+writes, JSON, JUnit and Markdown, are `reports.py`)."""
 from __future__ import annotations
 
 import io
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -12,14 +12,18 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from specverify import env
 from specverify.materialize import contiguous_layout, same_value
 from specverify.stage import Example, Stage
 
 
 def replay_command(path: Path, target) -> str:
-    backend = f"--impl {target.source}" if target.backend.name == "impl" else f"--backend {target.backend.name}"
-    return f"specverify replay {path} {backend} --device {target.device}"
+    return replay_line(path, target.backend.name, target.source, target.device)
+
+
+def replay_line(path: Path, backend: str, source: str, device: str) -> str:
+    """The command that replays a case file on one implementation."""
+    which = f"--impl {source}" if backend == "impl" else f"--backend {backend}"
+    return f"specverify replay {path} {which} --device {device}"
 
 
 def failure_report(target, example: Example, exc: BaseException, command: str | None,
@@ -111,7 +115,8 @@ def first_value_difference(expected: Any, actual: Any, path: str) -> str | None:
     return None
 
 
-STATUS_TEXT = {"passed": "passed", "failed": "[red]FAILED[/red]", "error": "[red]ERROR[/red]"}
+STATUS_TEXT = {"passed": "passed", "failed": "[red]FAILED[/red]", "error": "[red]ERROR[/red]",
+               "xfailed": "failed as expected", "waived": "not launched (waiver)"}
 
 
 def summary_table(outcomes: list) -> Table:
@@ -138,18 +143,3 @@ def coverage_tables(outcomes: list) -> list[Table]:
             table.add_row(name, str(count))
         tables.append(table)
     return tables
-
-
-def outcome_to_json(o) -> dict:
-    return {"stage": o.stage, "backend": o.backend, "device": o.device, "check": o.check, "status": o.status,
-            "examples": o.examples, "planned": o.planned, "found_after": o.found_after,
-            "seconds": round(o.seconds, 3), "kind": o.kind, "headline": o.headline, "report": o.report,
-            "case": str(o.case) if o.case else None, "coverage": dict(o.coverage), "measures": o.measures}
-
-
-def write_json_report(path: Path, outcomes: list, profile: str, run_seed: int, exit_status: int) -> None:
-    from specverify.cases import write_atomic
-
-    report = {"versions": env.versions(), "profile": profile, "seed": run_seed, "exit_status": exit_status,
-              "outcomes": [outcome_to_json(o) for o in outcomes]}
-    write_atomic(Path(path), json.dumps(report, indent=1).encode())

@@ -2,22 +2,29 @@
 
 Each target gets one caller: in this process (the oracle, our own kernels in the ci and nightly profiles,
 functions handed over directly), or a worker process (`isolate`, and always for outside implementations),
-with a time limit per call and per target. Every check of a target runs even when another failed.
+with a time limit per call and per target. A target's checks run in their registered order (the corpus
+first) and every one runs even when another failed. With waivers, a check a skip waiver names is never
+launched (no worker starts when every check of a target is skipped), and failures an expect-fail waiver
+covers come back as "xfailed". Every outcome names the implementation's module fingerprint.
 """
 from __future__ import annotations
 
+import importlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from specverify import env, properties  # noqa: F401 (importing it registers the GPU property checks)
+from specverify import env
 from specverify.backends import Target
 from specverify.calls import InProcess, error_text
-from specverify.checks import CHECKS, Context, Outcome
+from specverify.checks import Context, Outcome, default_checks, ordered
 from specverify.harness import verify
 from specverify.profiles import PROFILES, Profile
 from specverify.stage import Example
 from specverify.worker import Isolated
+
+
+importlib.import_module("specverify.properties")   # registers the GPU property checks
 
 
 class ImplementationNotFound(LookupError):
@@ -33,7 +40,8 @@ class Options:
     isolate: bool | None = None            # None: the profile decides
     example_timeout: float | None = None   # None: the profile's
     target_timeout: float | None = None    # None: the profile's
-    checks: tuple[str, ...] | None = None  # None: every check that applies
+    checks: tuple[str, ...] | None = None  # None: every check that applies and is asked by default
+    waivers: object = None                 # waivers.WaiverSet or None
 
     @property
     def isolated(self) -> bool:
@@ -74,8 +82,19 @@ def caller_for(target: Target, options: Options):
 
 
 def checks_of(target: Target, options: Options) -> list:
-    names = options.checks or tuple(CHECKS)
-    return [CHECKS[n] for n in names if CHECKS[n].applies(target) is None]
+    """The checks a target gets, in running order: the named ones that apply, else the default ones."""
+    if options.checks is None:
+        return default_checks(target)
+    return [c for c in ordered(options.checks) if c.applies(target) is None]
+
+
+def fingerprint(target: Target, caller) -> dict:
+    """The implementation's module and its source hash (an isolated one: as its worker reported it)."""
+    from specverify.provenance import module_fingerprint
+
+    if getattr(caller, "isolated", False):
+        return caller.fingerprint or {"module": target.source.partition(":")[0], "file": None, "sha256": None}
+    return module_fingerprint(getattr(caller.impl, "__module__", "") or target.source.partition(":")[0])
 
 
 def planned(targets: list[Target], options: Options) -> int:
@@ -87,19 +106,31 @@ def run(targets: list[Target], options: Options, listener: Listener | None = Non
     env.prepare()
     listener = listener or Listener()
     outcomes = []
+    waivers = options.waivers
     for target in targets:
-        checks = checks_of(target, options)
-        if not checks:
+        plan = [(check, waivers.skip_check(target, check.name) if waivers is not None else None)
+                for check in checks_of(target, options)]
+        if not plan:
             continue
-        caller = caller_for(target, options)
+        caller = caller_for(target, options) if any(waiver is None for _, waiver in plan) else None
+        module = fingerprint(target, caller) if caller is not None else {}
         deadline = time.monotonic() + options.per_target if options.per_target else None
         try:
-            for check in checks:
-                outcome = run_one(target, check, caller, options, deadline, listener)
+            for check, waiver in plan:
+                if waiver is None:
+                    outcome = run_one(target, check, caller, options, deadline, listener)
+                else:
+                    outcome = Outcome(target.stage.name, target.backend.name, target.device, check.name,
+                                      status="waived", waiver=waiver.label,
+                                      headline=f"not launched: {waiver.label}")
+                outcome.source, outcome.fingerprint = target.source, module
+                if waivers is not None:
+                    waivers.settle(target, outcome)
                 listener.check_done(target, outcome)
                 outcomes.append(outcome)
         finally:
-            caller.close()
+            if caller is not None:
+                caller.close()
     return outcomes
 
 
@@ -111,7 +142,8 @@ def run_one(target: Target, check, caller, options: Options, deadline: float | N
                                                           f"({options.per_target:g} s) was spent")
     listener.check_started(target, check.name, planned_examples)
     ctx = Context(options.profile, options.run_seed, options.examples, options.cases_dir, caller,
-                  guard_check=options.profile.guard_check, deadline=deadline, progress=listener.progress)
+                  guard_check=options.profile.guard_check, deadline=deadline, progress=listener.progress,
+                  waivers=options.waivers)
     started = time.perf_counter()
     try:
         return check.run(target, ctx)

@@ -138,7 +138,9 @@ def worker_main(conn, stage_name: str, source: str, lib: str, device: str, log_p
         missing = isinstance(exc, (ModuleNotFoundError, backends.NotLoadable))
         conn.send_bytes(json.dumps({"ready": False, "missing": missing, "error": error_text(exc)}).encode())
         return
-    conn.send_bytes(json.dumps({"ready": True}).encode())
+    from specverify.provenance import module_fingerprint
+
+    conn.send_bytes(json.dumps({"ready": True, "module": module_fingerprint(source.partition(":")[0])}).encode())
     while True:
         message = conn.recv()
         if message is None:
@@ -173,6 +175,7 @@ class Isolated:
         self.log = tempfile.NamedTemporaryFile(prefix="specverify-worker-", suffix=".log", delete=False)
         self.log.close()
         self.load_error: str | None = None
+        self.fingerprint: dict | None = None      # the implementation's module, as the worker found it
 
     def output_tail(self, lines: int = 8) -> str:
         try:
@@ -199,6 +202,10 @@ class Isolated:
             if answer.get("missing") is True:
                 return CallError("missing", self.load_error)
             return CallError("raised", f"could not be loaded: {self.load_error}")
+        if self.fingerprint is None:
+            from specverify.provenance import checked_fingerprint
+
+            self.fingerprint = checked_fingerprint(answer.get("module"), self.source.partition(":")[0])
         return None
 
     def stop(self) -> None:

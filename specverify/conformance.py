@@ -1,0 +1,175 @@
+"""The verdict of a run, by level, and the record every report is rendered from.
+
+A target's checks are read as levels: the `contract` (the valid tier: byte identity with the oracle),
+`robustness` (the hazard tier: invariants and untouched bytes on pathological input) and `arguments`
+(the invalid tier: a clear refusal). Corpus cases count at the level of the tier they were drawn from.
+Checks that are not tiers (GPU properties, when registered) are levels of their own name. Each level is
+in one state: "passes", "FAILS", "failed as expected" (an expect-fail waiver), "not launched" (a skip
+waiver), "not asked" (the check does not apply, with why), "not run" (not selected, or the time limit),
+"broke" (the suite itself failed).
+
+Exit status: 1 when a failure or an error no waiver covers remains, or a waiver is no longer needed
+("passed"); 3 when nothing was checked; 0 otherwise.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from specverify import registry
+from specverify.backends import BACKENDS, Target
+from specverify.checks import CHECKS, Outcome
+
+PASSED, FAILED, NOTHING_CHECKED = 0, 1, 3
+LEVELS = {"valid": "contract", "hazard": "robustness", "invalid": "arguments"}
+FAILING = ("FAILS", "broke")
+
+
+@dataclass
+class Level:
+    name: str                      # "contract", "robustness", "arguments", or a check's name
+    check: str                     # the check (tier) behind it
+    state: str
+    examples: int = 0              # drawn by the search
+    cases: int = 0                 # corpus cases of this tier replayed
+    headline: str = ""             # the first failure (or why not asked / not run)
+    case_ids: list[str] = field(default_factory=list)
+    waivers: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        """One phrase: the state, what ran, and the first failure (why a level was not asked is
+        `headline`, left out here: it is the same for many targets)."""
+        ran = [f"{self.cases} corpus case{'s' * (self.cases != 1)}"] if self.cases else []
+        ran += [f"{self.examples} example{'s' * (self.examples != 1)}"] if self.examples else []
+        detail = f" ({', '.join(ran)})" if ran and self.state in ("passes", "FAILS") else ""
+        waived = f" [{'; '.join(self.waivers)}]" if self.waivers else ""
+        why = f": {self.headline}" if self.headline and self.state not in ("passes", "not asked") else ""
+        return f"{self.name}: {self.state}{detail}{waived}{why}"
+
+
+@dataclass
+class Verdict:
+    stage: str
+    backend: str
+    device: str
+    source: str
+    levels: list[Level]
+
+    @property
+    def summary(self) -> str:
+        states = {lv.name: lv.state for lv in self.levels}
+        contract = states.get("contract")
+        if contract in FAILING or any(lv.state == "broke" for lv in self.levels):
+            return "does not conform"
+        if contract in ("not launched", "not run", "not asked", None):
+            return "not checked"
+        failing = [lv.name for lv in self.levels if lv.state == "FAILS"]
+        if failing:
+            return f"conforms to the contract; fails {', '.join(failing)}"
+        waived = [lv.name for lv in self.levels if lv.state in ("failed as expected", "not launched")]
+        if contract == "failed as expected":
+            return "does not conform (waived)"
+        return f"conforms (waived: {', '.join(waived)})" if waived else "conforms"
+
+    def line(self) -> str:
+        return f"{self.stage} ({self.source} on {self.device}): {self.summary}. " + \
+            "; ".join(lv.text() for lv in self.levels)
+
+
+def not_asked(found: list[Verdict]) -> list[str]:
+    """Why levels were not asked, once per reason: "not asked (robustness): the stage has no hazard tier"."""
+    reasons: dict[str, set[str]] = {}
+    for verdict in found:
+        for lv in verdict.levels:
+            if lv.state == "not asked":
+                reasons.setdefault(lv.headline, set()).add(lv.name)
+    return [f"not asked ({', '.join(sorted(names))}): {why}" for why, names in reasons.items()]
+
+
+def short(headline: str, stage: str, backend: str, device: str) -> str:
+    """A failure headline without its leading target label."""
+    label = f"{stage} on {backend}/{device}"
+    rest = headline[len(label):] if headline.startswith(label) else headline
+    return rest.lstrip(":, ").strip()
+
+
+def level_of(outcomes: list[Outcome], check: str, target: Target) -> Level:
+    """The level behind `check` from the target's outcomes (the search and the corpus cases of that tier)."""
+    level = Level(LEVELS.get(check, check), check, "not run")
+    search = next((o for o in outcomes if o.check == check), None)
+    corpus = next((o for o in outcomes if o.check == "corpus"), None)
+    replays = [r for r in corpus.replays if r.tier == check] if corpus is not None else []
+    level.cases = sum(r.status != "waived" for r in replays)
+    level.examples = search.examples if search is not None else 0
+    failing = [(r.headline, r.case_id) for r in replays if r.status == "failed"]
+    expected = [(r.headline, r.case_id, r.waiver) for r in replays if r.status == "xfailed"]
+    if search is not None and search.status == "failed":
+        failing.insert(0, (search.headline, search.case.stem if search.case else ""))
+    if search is not None and search.status == "xfailed":
+        expected.insert(0, (search.headline, search.case.stem if search.case else "", search.waiver))
+    fmt = lambda h: short(h, target.stage.name, target.backend.name, target.device)  # noqa: E731
+    if search is not None and search.status == "error":
+        level.state, level.headline = "broke", search.headline
+    elif failing:
+        level.state, level.headline = "FAILS", fmt(failing[0][0])
+        level.case_ids = [c for _, c in failing if c]
+    elif expected:
+        level.state, level.headline = "failed as expected", fmt(expected[0][0])
+        level.case_ids = [c for _, c, _ in expected if c]
+        level.waivers = sorted({w for _, _, w in expected if w})
+    elif search is not None and search.status == "waived":
+        level.state, level.waivers = "not launched", [search.waiver]
+    elif search is not None and search.status == "skipped":
+        level.headline = search.headline
+    elif search is not None or level.cases:
+        level.state = "passes"
+    else:
+        why = CHECKS[check].applies(target) if check in CHECKS else None
+        level.state, level.headline = ("not asked", why) if why else ("not run", "not selected")
+    return level
+
+
+def verdicts(outcomes: list[Outcome]) -> list[Verdict]:
+    """One verdict per target that has outcomes, levels in check order (the corpus folded into them)."""
+    stages = registry.all_stages()
+    by_target: dict[tuple, list[Outcome]] = {}
+    for o in outcomes:
+        if o.stage in stages and o.check != "-":
+            by_target.setdefault((o.stage, o.backend, o.device, o.source), []).append(o)
+    found = []
+    for (stage, backend, device, source), group in by_target.items():
+        target = Target(stages[stage], BACKENDS[backend], device, source)
+        names = [c for c in CHECKS if c != "corpus"]
+        found.append(Verdict(stage, backend, device, source, [level_of(group, c, target) for c in names]))
+    return found
+
+
+@dataclass
+class Run:
+    """Everything a report says about one run."""
+    outcomes: list[Outcome]
+    profile: str
+    seed: int
+    device: str
+    vendor: object = None                      # vendors.Vendor or None
+    waivers: object = None                     # waivers.WaiverSet (finished) or None
+    not_implemented: list[str] = field(default_factory=list)
+    cases_dir: str | None = None
+    exit_status: int = 0
+    started: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+
+    def stale(self) -> list:
+        return self.waivers.by_state("stale") if self.waivers is not None else []
+
+    def unneeded(self) -> list:
+        return self.waivers.by_state("passed") if self.waivers is not None else []
+
+
+def exit_status(outcomes: list[Outcome], waivers=None) -> int:
+    if any(o.status in ("failed", "error") for o in outcomes):
+        return FAILED
+    if waivers is not None and waivers.by_state("passed"):
+        return FAILED
+    if not any(o.status in ("passed", "xfailed") for o in outcomes):
+        return NOTHING_CHECKED
+    return PASSED

@@ -1,0 +1,150 @@
+"""Vendors: one name for a whole set of outside implementations.
+
+A vendor package declares in one place which stages it implements, as a mapping of stage name to
+"module:function" (or to the function itself, when it is a module-level function):
+
+    # acme_kernels/specverify_vendor.py
+    IMPLEMENTATIONS = {"rejection.expand": "acme_kernels.rejection:expand", ...}
+
+and registers the declaration under the entry-point group `specverify.vendors` in its pyproject.toml:
+
+    [project.entry-points."specverify.vendors"]
+    acme = "acme_kernels.specverify_vendor:IMPLEMENTATIONS"
+
+`specverify check --vendor acme` finds the entry point by name (reading installed metadata only);
+`--vendor MODULE` or `--vendor MODULE:ATTR` names a declaration directly (ATTR defaults to
+IMPLEMENTATIONS). The declaration is read in a worker process, like every call of the implementations:
+the judge never imports vendor code. A name that resolves to nothing, a declaration that does not import
+or is not such a mapping, or one naming a stage this suite does not know is a VendorError (one line,
+exit status 2).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any, Mapping
+
+GROUP = "specverify.vendors"
+DEFAULT_ATTR = "IMPLEMENTATIONS"
+IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+MAX_ANSWER = 1 << 20
+
+
+class VendorError(LookupError):
+    """A vendor that cannot be resolved (bad usage)."""
+
+
+@dataclass(frozen=True)
+class Vendor:
+    name: str
+    declaration: str                    # "module:attr" the implementations were read from
+    distribution: str                   # "name version" of the installed package registering it ("" if none)
+    implementations: dict[str, str]     # stage -> "module:function", in the suite's stage order
+
+
+def registered() -> dict[str, list]:
+    """Every entry point of the group, by name (metadata only: nothing is imported)."""
+    found: dict[str, list] = {}
+    for ep in entry_points(group=GROUP):
+        found.setdefault(ep.name, []).append(ep)
+    return found
+
+
+def resolve(name: str, known: list[str], timeout: float = 300.0) -> Vendor:
+    """The vendor `name` (an entry point of the group, else a module path) and the stages it implements."""
+    eps = registered().get(name, [])
+    if len({ep.value for ep in eps}) > 1:
+        raise VendorError(f"--vendor {name}: registered by {len(eps)} installed packages with different "
+                          f"declarations ({', '.join(ep.value for ep in eps)})")
+    if eps:
+        ep = eps[0]
+        ref = f"{ep.module}:{ep.attr or DEFAULT_ATTR}"
+        dist = getattr(ep, "dist", None)
+        distribution = f"{dist.name} {dist.version}" if dist is not None else ""
+    else:
+        ref = name if ":" in name else f"{name}:{DEFAULT_ATTR}"
+        distribution = ""
+        if not IMPORT_PATH.match(ref):
+            raise VendorError(f"--vendor {name}: no vendor of that name is installed "
+                              f"(registered: {', '.join(sorted(registered())) or 'none'}) and it is not a module path")
+    declared = read_declaration(ref, timeout)
+    if isinstance(declared, str):
+        hint = "" if eps else (f" (no vendor named {name!r} is installed; registered: "
+                               f"{', '.join(sorted(registered())) or 'none'})")
+        raise VendorError(f"--vendor {name}: {declared}{hint}")
+    unknown = sorted(set(declared) - set(known))
+    if unknown:
+        raise VendorError(f"--vendor {name}: {ref} declares stages this version of specverify does not know: "
+                          f"{', '.join(unknown)}")
+    if not declared:
+        raise VendorError(f"--vendor {name}: {ref} declares no implementation")
+    return Vendor(name, ref, distribution, {s: declared[s] for s in known if s in declared})
+
+
+def read_declaration(ref: str, timeout: float) -> dict[str, str] | str:
+    """The declared mapping, read by a worker process; a one-line problem (str) when there is none."""
+    from specverify.worker import context
+
+    ctx = context()
+    parent, child = ctx.Pipe()
+    process = ctx.Process(target=declaration_main, args=(child, ref), daemon=True)
+    process.start()
+    child.close()
+    try:
+        if not parent.poll(timeout):
+            return f"reading {ref} timed out after {timeout:g} s"
+        answer = json.loads(parent.recv_bytes(MAX_ANSWER))
+    except (EOFError, OSError, ValueError, UnicodeDecodeError):
+        process.join(5)
+        return f"reading {ref} crashed its process (exit status {process.exitcode})"
+    finally:
+        if process.is_alive():
+            process.kill()
+        process.join(5)
+        parent.close()
+    if not isinstance(answer, dict) or not answer.get("ok"):
+        return str(answer.get("error") if isinstance(answer, dict) else "an answer out of protocol")[:300]
+    found = answer.get("implementations")
+    if not isinstance(found, dict) or not all(isinstance(k, str) and isinstance(v, str) and IMPORT_PATH.match(v)
+                                              for k, v in found.items()):
+        return f"{ref}: every implementation must be named 'module:function'"
+    return found
+
+
+def declaration_main(conn, ref: str) -> None:
+    """In a worker: import the declaration and answer with its stage -> "module:function" mapping."""
+    from specverify import env
+    from specverify.calls import error_text
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    try:
+        env.prepare()
+        if os.getcwd() not in sys.path:
+            sys.path.append(os.getcwd())
+        import importlib
+
+        module_name, _, attr = ref.partition(":")
+        declared = getattr(importlib.import_module(module_name), attr)
+        if not isinstance(declared, Mapping):
+            raise TypeError(f"{ref} is not a mapping of stage names to implementations "
+                            f"(a {type(declared).__name__})")
+        answer: dict[str, Any] = {"ok": True, "implementations": {str(k): import_path(v) for k, v in declared.items()}}
+    except BaseException as exc:  # whatever importing vendor code does is reported, never raised here
+        answer = {"ok": False, "error": error_text(exc)}
+    conn.send_bytes(json.dumps(answer).encode())
+
+
+def import_path(impl: Any) -> str:
+    """ "module:function" of a declared implementation (a string is kept as it is)."""
+    if isinstance(impl, str):
+        return impl
+    module, name = getattr(impl, "__module__", None), getattr(impl, "__qualname__", "")
+    if module is None or getattr(sys.modules.get(module), name, None) is not impl:
+        raise TypeError(f"{impl!r} is not a module-level function: name it as 'module:function'")
+    return f"{module}:{name}"
