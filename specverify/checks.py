@@ -8,6 +8,7 @@ and need no change to the harness or the session.
 """
 from __future__ import annotations
 
+import importlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,3 +148,5 @@ CORPUS = register(Check("corpus", "every case file of the stage in the corpus (o
 VALID = register(tier_check("valid", "byte identity with the oracle on the contract's domain", 10, _has("valid")))
 HAZARD = register(tier_check("hazard", "invariants and untouched bytes on pathological inputs", 20, _has("hazard")))
 INVALID = register(tier_check("invalid", "a clear ValueError/TypeError naming the field", 30, _validates))
+
+importlib.import_module("specverify.properties")   # the GPU property checks register themselves

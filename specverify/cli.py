@@ -46,8 +46,6 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--stage", action="append", metavar="NAME", help="stage name or glob (repeatable)")
     chk.add_argument("--backend", action="append", choices=backends.BUILT_IN, help="(repeatable)")
     chk.add_argument("--device", choices=backends.DEVICES)
-    chk.add_argument("--check", action="append", choices=list(CHECKS), metavar="CHECK",
-                     help=f"only these checks (repeatable): {', '.join(CHECKS)}")
     chk.add_argument("--examples", type=positive, metavar="N", help="valid-tier examples per stage and backend")
     chk.add_argument("--seed", type=int, metavar="S", help="run seed (default: 0, or fresh for nightly)")
     chk.add_argument("--profile", choices=sorted(PROFILES), default="ci")

@@ -9,7 +9,6 @@ covers come back as "xfailed". Every outcome names the implementation's module f
 """
 from __future__ import annotations
 
-import importlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +21,6 @@ from specverify.harness import verify
 from specverify.profiles import PROFILES, Profile
 from specverify.stage import Example
 from specverify.worker import Isolated
-
-
-importlib.import_module("specverify.properties")   # registers the GPU property checks
 
 
 class ImplementationNotFound(LookupError):

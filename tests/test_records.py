@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings, strategies as st
 
 from specverify import registry
+from specverify.materialize import Bound, plan
 from specverify.stage import Buffer, DrawContext, Example, Field, Layout, Stage
 from specverify.strategies.generic import allowed_dtypes, axes, corruptions, dtype_allowed, is_scalar
 
@@ -121,28 +122,9 @@ def host_value(value: np.ndarray, container: str):
     return value.copy()
 
 
-def placed(values: np.ndarray, layout: Layout | None) -> np.ndarray:
-    """`values` as the strided view the layout describes (contiguous without one)."""
-    if layout is None:
-        return values.copy()
-    base = np.zeros(layout.base_shape(values.shape), values.dtype)
-    view = base[layout.view_index(values.shape)]
-    view[...] = values
-    return view
-
-
 def oracle_arguments(stage: Stage, ex: Example) -> dict:
-    kwargs = {}
-    for name, value in ex.inputs.items():
-        if stage.host and name in ex.containers and value is not None:
-            kwargs[name] = host_value(np.asarray(value), ex.containers[name])
-        elif isinstance(value, np.ndarray):
-            kwargs[name] = placed(value, ex.layouts.get(name))
-        else:
-            kwargs[name] = value.item() if isinstance(value, np.generic) else value
-    for name, buf in ex.outputs.items():
-        kwargs[name] = placed(np.zeros(buf.shape, np.dtype(buf.dtype)), buf.layout)
-    return kwargs
+    """The oracle's keyword arguments for `ex`, made as the harness makes them."""
+    return Bound(*plan(stage, ex), "numpy", "cpu").kwargs
 
 
 def refusal_problem(stage: Stage, bad: Example) -> str | None:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from specverify.oracles.kv import BITS, FP8, LAYOUTS, SOURCES, fp8_code_of_bits, fp8_value
 from specverify.stage import Buffer, DrawContext, Example, Layout
-from specverify.strategies.blocks import generator, invalid, label, one_invalid, short
+from specverify.strategies.blocks import generator, invalid, label, layout, one_invalid, short
 
 
 def cast(values: np.ndarray, dtype: str) -> np.ndarray:
@@ -164,19 +164,27 @@ def commit_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
 
 @st.composite
 def source_layout(draw) -> Layout | None:
-    """Contiguous, or tokens further apart (a slice of a fused qkv tensor) with padded rows."""
-    if not draw(st.booleans()):
+    """Contiguous; tokens further apart (a slice of a fused qkv tensor) with padded rows; or any strided
+    view (steps on every axis, transposed)."""
+    kind = draw(st.sampled_from(["contiguous", "fused qkv", "any"]))
+    if kind == "contiguous":
         return None
-    label("source: strided")
+    label(f"source: {kind}")
+    if kind == "any":
+        return draw(layout(3, strided=True))
     return Layout((draw(st.sampled_from([1, 3])), 1, 1), (0, 0, draw(st.sampled_from([0, 2]))))
 
 
 @st.composite
 def cache_layout(draw) -> Layout | None:
-    """Contiguous, or every other block (one of the caches of a [NB, 2, ...] tensor) with padded rows."""
-    if not draw(st.booleans()):
+    """Contiguous; every other block (one of the caches of a [NB, 2, ...] tensor) with padded rows; or any
+    strided view."""
+    kind = draw(st.sampled_from(["contiguous", "paired caches", "any"]))
+    if kind == "contiguous":
         return None
-    label("cache: strided")
+    label(f"cache: {kind}")
+    if kind == "any":
+        return draw(layout(4, strided=True))
     return Layout((2, 1, 1, 1), (0, 0, 0, draw(st.sampled_from([0, 3]))))
 
 
