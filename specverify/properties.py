@@ -3,7 +3,8 @@
 - `no-sync`: the call never synchronizes the device with the host (CUDA's sync debug mode as an error);
 - `launches`: how many device activities (kernels, copies, fills) one call launches, at most the bound
   the stage's record gives its backend (`Stage.launches`); the largest count seen is reported either way;
-- `graph-replay`: the call captured in a CUDA graph and replayed gives the bytes the contract requires.
+- `graph-replay`: the call captured in a CUDA graph and replayed gives the bytes the contract requires
+  (not asked of a stage that takes host lists: their copy to the device cannot be captured).
 Each draws a tenth of the valid tier's examples (at least 3), the same inputs as that tier's start.
 """
 from __future__ import annotations
@@ -21,6 +22,15 @@ def on_cuda(target: Target) -> str | None:
     if target.stage.host or target.backend.name == "oracle":
         return "host code"
     return None
+
+
+def capturable(target: Target) -> str | None:
+    """Graph replay needs every array argument on the device: a stage that takes host lists cannot be
+    captured (its call copies them to the device)."""
+    lists = [f.name for f in target.stage.inputs if f.dtype == "int" and f.shape]
+    if lists:
+        return f"takes host lists ({', '.join(lists)}): a CUDA graph cannot capture their copy to the device"
+    return on_cuda(target)
 
 
 def planned(target: Target, profile, examples: int | None) -> int:
@@ -63,13 +73,13 @@ def verify_graph_replay(target: Target, example: Example, ctx: Context) -> dict:
     return {}
 
 
-def property_check(name: str, doc: str, order: int, verify) -> Check:
+def property_check(name: str, doc: str, order: int, verify, applies=on_cuda) -> Check:
     def run(target: Target, ctx: Context) -> Outcome:
         from specverify.search import search
 
         return search(target, name, "valid", planned(target, ctx.profile, ctx.examples), verify, ctx)
 
-    return Check(name, doc, order, on_cuda, run, planned)
+    return Check(name, doc, order, applies, run, planned)
 
 
 NO_SYNC = register(property_check("no-sync", "no device-to-host synchronization inside the call", 40,
@@ -77,4 +87,4 @@ NO_SYNC = register(property_check("no-sync", "no device-to-host synchronization 
 LAUNCHES = register(property_check("launches", "device launches per call, within the record's bound", 41,
                                    verify_launches))
 GRAPH_REPLAY = register(property_check("graph-replay", "a CUDA-graph capture replays to the same bytes", 42,
-                                       verify_graph_replay))
+                                       verify_graph_replay, capturable))

@@ -157,7 +157,8 @@ def test_a_run_from_the_folder_that_holds_the_clone(tmp_path):
     (tmp_path / "specverify" / "README.md").write_text("a clone")
     script = Path(sys.executable).with_name("specverify")
     command = [str(script)] if script.exists() else [sys.executable, "-c", "from specverify.cli import main; main()"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)} if not script.exists() else dict(os.environ)
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {**os.environ, "PYTHONPATH": path} if not script.exists() else dict(os.environ)
     done = subprocess.run(command + ["check", "--profile", "conformance", "--stage", "rejection.expand",
                                      "--backend", "torch", "--examples", "2", "--cases", str(tmp_path / "c")],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)

@@ -202,7 +202,8 @@ def test_pytest_is_a_front_door_in_a_vendor_repository(tmp_path):
     dist_info(site, "vendor-demo", "0.1.0", entry_points_of(DEMO / "pyproject.toml"))
     repo = tmp_path / "repo"
     repo.mkdir()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT), str(DEMO)])}
+    path = [str(site), str(ROOT), str(DEMO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--specverify-vendor",
                            "vendor_demo", "--specverify-device", "cpu", "--specverify-examples", "5",
                            "--specverify-cases", str(tmp_path / "cases"), "-k", "expand or next_token",

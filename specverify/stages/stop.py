@@ -35,6 +35,7 @@ SPEC_STOPPING = Stage(
     invariants=draw.spec_stopping_invariants,
     rows=draw.spec_stopping_table,
     impls=kernels("stop", "spec_stopping"),
+    launches={"triton": 1},
     semantics=(
         "Row r emitted e = K+1 - num_rejected[r] tokens (its entries before the -1s). Emitted token i stops "
         "the request when the budget runs out there (A - (i+1) <= 0) or when it is one of row r's own stop "
