@@ -206,6 +206,14 @@ def index_dtype(allowed: tuple[str, ...] = ("int32", "int64")) -> st.SearchStrat
     return st.sampled_from(allowed)
 
 
+@st.composite
+def labelled_dtype(draw, field: str) -> str:
+    """int32 or int64 for an index field whose dtype the contract leaves open."""
+    dtype = draw(index_dtype())
+    label(f"dtype: {field} {dtype}")
+    return dtype
+
+
 def invalid(example: Example, field: str, rule: str, outputs: dict[str, Buffer] | None = None,
             **inputs) -> Example:
     """A copy of a valid example that breaks `rule` of `field` (new input values, new output buffers)."""

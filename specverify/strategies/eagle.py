@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from specverify.stage import Buffer, DrawContext, Example, Layout
 from specverify.strategies.blocks import (PLACEHOLDER, batch_size, bound, draft_batch, exclusive_offsets,
-                                          generator, inclusive_offsets, index_dtype, invalid, label, layout, mode,
-                                          one_invalid, short, vocab_size)
+                                          generator, inclusive_offsets, invalid, label, labelled_dtype,
+                                          layout, mode, one_invalid, short, vocab_size)
 
 INT32_MAX = 2**31 - 1
 
@@ -33,14 +33,6 @@ def rows_table(**columns) -> tuple[list[str], list[list]]:
                        cell.item() if isinstance(cell, np.generic) else cell)
         rows.append(row)
     return ["req", *columns], rows
-
-
-@st.composite
-def labelled_dtype(draw, field: str) -> str:
-    """int32 or int64 for an index field whose dtype the contract leaves open."""
-    dtype = draw(index_dtype())
-    label(f"dtype: {field} {dtype}")
-    return dtype
 
 
 def strided(name: str, layout: Layout | None) -> dict[str, Layout]:

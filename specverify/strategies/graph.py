@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from specverify.materialize import POISON_A
 from specverify.oracles.graph import INT32_MAX
 from specverify.stage import Buffer, DrawContext, Example, Layout
-from specverify.strategies.blocks import (batch_size, exclusive_offsets, generator, invalid, label, layout,
-                                          one_invalid)
-from specverify.strategies.eagle import buffers, labelled_dtype, rows_table
+from specverify.strategies.blocks import (batch_size, exclusive_offsets, generator, invalid, label, labelled_dtype,
+                                          layout, one_invalid)
+from specverify.strategies.eagle import buffers, rows_table
 
 CAPTURE_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 768, 1024)
 DRAFT_KS = (1, 2, 3, 5, 7)       # K of target-verify layouts (K + 1 tokens per request)

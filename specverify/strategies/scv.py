@@ -17,17 +17,11 @@ from hypothesis import strategies as st
 from specverify.oracles.scv import PLACEHOLDER
 from specverify.stage import Buffer, DrawContext, Example
 from specverify.strategies.blocks import (draft_batch, generator, inclusive_offsets, index_dtype, invalid, label,
+                                          labelled_dtype,
                                           layout, one_invalid, request_rows, short, vocab_size)
 
 
 # ---------------------------------------------------------------- scv.acceptance_mask
-
-@st.composite
-def labelled_dtype(draw, field: str) -> str:
-    dtype = draw(index_dtype())
-    label(f"dtype: {field} {dtype}")
-    return dtype
-
 
 @st.composite
 def accepted_lengths(draw, rng, counts: np.ndarray) -> np.ndarray:

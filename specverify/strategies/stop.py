@@ -13,20 +13,13 @@ from hypothesis import strategies as st
 
 from specverify.oracles.stop import LOWEST, PLACEHOLDER, sequential_stopping
 from specverify.stage import Buffer, DrawContext, Example
-from specverify.strategies.blocks import (batch_size, generator, index_dtype, invalid, label, layout, one_invalid,
-                                          short)
+from specverify.strategies.blocks import (batch_size, generator, invalid, label, labelled_dtype, layout,
+                                          one_invalid, short)
 
 POOL = 12   # token ids 0..POOL-1: stop ids and tokens collide often
 SCENARIOS = ("run", "stop id", "stop id last", "stop id as the bonus", "stop id at the cap", "cap crossed",
              "budget spent", "another row's stop id")
 HIGHEST = {"int32": 2**31 - 1, "int64": 2**63 - 1}
-
-
-@st.composite
-def labelled_dtype(draw, field: str) -> str:
-    dtype = draw(index_dtype())
-    label(f"dtype: {field} {dtype}")
-    return dtype
 
 
 @st.composite
