@@ -112,16 +112,6 @@ def example_problems(stage: Stage, ex: Example) -> list[str]:
     return found
 
 
-def host_value(value: np.ndarray, container: str):
-    if container == "list":
-        return value.tolist()
-    if container == "tensor":
-        import torch
-
-        return torch.from_numpy(value.copy())
-    return value.copy()
-
-
 def oracle_arguments(stage: Stage, ex: Example) -> dict:
     """The oracle's keyword arguments for `ex`, made as the harness makes them."""
     return Bound(*plan(stage, ex), "numpy", "cpu").kwargs

@@ -45,7 +45,9 @@ def generator(draw) -> np.random.Generator:
 def mode(draw) -> str:
     """How rare classes are drawn: "plain" (each at its own rate), "single" (one request with one
     token), or "stress" (several rare classes switched on together, e.g. a long request with
-    placeholder and out-of-vocabulary ids, a large batch with discarded rows). Shrinks to "plain"."""
+    placeholder and out-of-vocabulary ids, a large batch with discarded rows). Shrinks to "plain".
+    A strategy makes the ordinary draws in every mode and applies the stress overrides after them, so
+    a shrinker that turns stress off keeps the rest of the case."""
     chosen = draw(st.sampled_from(MODES))
     label(f"mode: {chosen}")
     return chosen
@@ -56,9 +58,11 @@ def bound(draw, high: int, small: int = 4) -> int:
     """An exclusive upper bound for bulk values drawn below `high`: `high` itself three times in four,
     else a small one (2 to `small`). The small one comes first, so shrinking reaches it when the
     failure does not need large values, and a shrunk case shows 0, 1, 2 rather than 117342."""
-    if draw(st.sampled_from(["small", "full", "full", "full"])) == "small" and high > 2:
+    which = draw(st.sampled_from(["small", "full", "full", "full"]))
+    low = draw(st.integers(2, max(2, min(small, high))))   # drawn either way: the choices stay aligned
+    if which == "small" and high > 2:
         label("values: small")
-        return draw(st.integers(2, min(small, high)))   # 0 and at least one other value
+        return low   # 0 and at least one other value
     return high
 
 
@@ -90,21 +94,20 @@ def draft_batch(draw, ctx: DrawContext, low: int = 0, max_tokens: int | None = N
     """Per-request draft counts: empty batches, uniform K, ragged with zeros, mostly-zero, and a few
     requests of more than 128 drafts among short ones; max_spec_len at or above the largest count.
     At most `max_tokens` (and the context's limit) drafts in all: later requests lose drafts first.
-    `kind` (a `mode`, drawn when not given): "single" is one request with one draft, "stress" a
-    batch of two or more with a long request among short ones and empty ones (ragged counts when
-    the budget has no room for a long request)."""
+    `kind` (a `mode`, drawn when not given): "single" is one request with one draft, "stress" has
+    a long request (among short and empty ones when B > 1; ragged counts when the budget has no
+    room for a long request)."""
     cap = ctx.max_tokens if max_tokens is None else min(max_tokens, ctx.max_tokens)
     kind = kind or draw(mode())
     if kind == "single" and low <= 1:
         label("batch: one request, one draft")
         return DraftBatch(np.ones(1, np.int64), 1 + draw(st.sampled_from([0, 0, 1])))
+    shape = draw(st.sampled_from(["uniform", "ragged", "sparse", "long", "long"]))
     if kind == "stress":   # a long request where the token budget has room for one
         shape = "long" if cap > 128 else "ragged"
-    else:
-        shape = draw(st.sampled_from(["uniform", "ragged", "sparse", "long", "long"]))
     spec = draw(st.integers(0, 8)) if shape != "long" else draw(st.integers(129, 300))
     budget = max(1, cap // max(spec, 1))
-    batch = draw(batch_size(ctx, max(low, 2) if kind == "stress" else low, budget))
+    batch = draw(batch_size(ctx, low, budget))
     rng = draw(generator())
     if shape == "uniform":
         counts = np.full(batch, draw(st.integers(0, spec)), np.int64)
@@ -157,22 +160,25 @@ SMALL_ARRAY = 8   # arrays up to this size get their values drawn one by one (th
 @st.composite
 def token_ids(draw, size: int, vocab: int, dtype: str = "int32", stress: bool = False) -> np.ndarray:
     """Ids in [0, V) (or a small part of it, see `bound`), with placeholder (-1) and out-of-vocabulary
-    (V, V+7) ids mixed in at drawn rates (both when `stress`). A few ids are drawn one by one from
-    every class, so a shrunk case shows the smallest ids that still fail."""
-    if size <= SMALL_ARRAY and not stress:
+    (V, V+7) ids mixed in at drawn rates (both when `stress`). Up to SMALL_ARRAY ids are drawn one by
+    one, so a shrunk case shows the smallest ids that still fail."""
+    mix = draw(st.sampled_from(["valid", "placeholders", "oov", "both"]))
+    mix = "both" if stress else mix
+    label(f"ids: {mix}")
+    specials = {"valid": [], "placeholders": [PLACEHOLDER], "oov": [vocab, vocab + 7],
+                "both": [PLACEHOLDER, vocab, vocab + 7]}[mix]
+    if size <= SMALL_ARRAY:
         label("ids: drawn one by one")
         valid = st.integers(0, vocab - 1)
-        one = st.one_of(valid, valid, valid, st.sampled_from([PLACEHOLDER, vocab, vocab + 7]))
+        one = st.one_of(valid, valid, valid, st.sampled_from(specials)) if specials else valid
         return np.array(draw(st.lists(one, min_size=size, max_size=size)), dtype)
     rng = draw(generator())
     ids = rng.integers(0, draw(bound(vocab)), size)
-    mix = "both" if stress else draw(st.sampled_from(["valid", "placeholders", "oov", "both"]))
-    if mix in ("placeholders", "both"):
+    if PLACEHOLDER in specials:
         ids[rng.random(size) < 0.2] = PLACEHOLDER
-    if mix in ("oov", "both"):
+    if vocab in specials:
         oov = rng.random(size) < 0.2
         ids[oov] = vocab + rng.choice([0, 7], size)[oov]
-    label(f"ids: {mix}")
     return ids.astype(dtype)
 
 
@@ -182,7 +188,8 @@ def layout(draw, ndim: int, strided: bool | None = None) -> Layout | None:
     last (column) axis included, and padding after every axis (the row stride exceeds the row); never
     a layout that is contiguous after all. One in four views of two or more axes is stored in another
     axis order (a transposed view: the column stride exceeds the row stride)."""
-    if not ndim or not (draw(st.booleans()) if strided is None else strided):
+    chosen = draw(st.booleans())
+    if not ndim or not (chosen if strided is None else strided):
         return None
     steps = tuple(draw(st.integers(1, 3)) for _ in range(ndim))
     pads = tuple(draw(st.integers(0, 5)) for _ in range(ndim))

@@ -75,7 +75,8 @@ def sampled_rows(draw, batch: int, width: int, vocab: int, stress: bool = False)
     prefix = np.arange(width) < rng.integers(0, width + 1, (batch, 1))
     holes = rng.random((batch, width)) < draw(st.sampled_from([0.2, 0.5, 0.9]))
     junk = rng.choice([PLACEHOLDER, vocab, vocab + 7], (batch, width))
-    kind = "mixed" if stress else draw(st.sampled_from(["prefix", "gaps", "mixed"]))
+    kind = draw(st.sampled_from(["prefix", "gaps", "mixed"]))
+    kind = "mixed" if stress else kind
     gap_rows = np.full((batch, 1), kind == "gaps") if kind != "mixed" else rng.random((batch, 1)) < 0.5
     ids = np.where(gap_rows, np.where(holes, junk, ids), np.where(prefix, ids, PLACEHOLDER))
     label(f"sampled: {kind}")
@@ -94,11 +95,11 @@ def next_token_valid(draw, ctx: DrawContext) -> Example:
     if kind == "single":
         batch, width = 1, 1
     else:
-        batch = draw(batch_size(ctx, 2 if stress else 0))
-        width = draw(st.integers(9, 33) if stress else st.one_of(st.integers(1, 9), st.integers(0, 33)))
+        batch, width = draw(batch_size(ctx)), draw(st.one_of(st.integers(1, 9), st.integers(0, 33)))
     vocab = draw(vocab_size(ctx))
     rng = draw(generator())
-    discard = rng.random(batch) < (0.3 if stress else draw(st.sampled_from([0.0, 0.3, 1.0])))
+    rate = draw(st.sampled_from([0.0, 0.3, 1.0]))
+    discard = rng.random(batch) < (0.3 if stress else rate)
     if discard.any():
         label("discard: all rows" if discard.all() else "discard: some rows")
     return Example(
@@ -143,7 +144,7 @@ def sampled_counts(draw, counts: np.ndarray, stress: bool = False) -> np.ndarray
     """Accepted + 1 per request (1 to n + 1), 0 for discarded requests (some always when `stress`)."""
     rng = draw(generator())
     sampled = rng.integers(1, counts + 2)
-    if stress or draw(st.booleans()):
+    if draw(st.booleans()) or stress:
         sampled[rng.random(len(counts)) < 0.3] = 0
         label("requests: some discarded (0 sampled)")
     return sampled
@@ -155,12 +156,13 @@ def prepare_padded_valid(draw, ctx: DrawContext) -> Example:
     stress = kind == "stress"
     batch = draw(draft_batch(ctx, kind=kind))
     b = batch.batch
-    num_reqs = draw(st.integers(0, b - 1) if stress else st.one_of(st.just(b), st.integers(0, b)))
+    num_reqs = draw(st.one_of(st.just(b), st.integers(0, b)))
+    num_reqs = min(num_reqs, max(b - 1, 0)) if stress else num_reqs
     qsl = exclusive_offsets(draw(query_lengths(batch.counts)), draw(labelled_dtype("query_start_loc")))
     cu, count = inclusive_offsets(batch.counts), draw(sampled_counts(batch.counts, stress)).astype(np.int32)
     if num_reqs < b:
         label("num_reqs < B")
-        if stress or draw(st.booleans()):
+        if draw(st.booleans()) or stress:
             label("stale rows past num_reqs")
             rng = draw(generator())
             cu, count, qsl = stale(rng, cu, num_reqs), stale(rng, count, num_reqs), stale(rng, qsl, num_reqs + 1)
@@ -265,21 +267,22 @@ def prepare_table(ex: Example):
 def copy_expand_valid(draw, ctx: DrawContext) -> Example:
     kind = draw(mode())
     stress = kind == "stress"
-    b = 1 if kind == "single" else draw(batch_size(ctx, 2 if stress else 0, ctx.max_batch // 2))
+    b = 1 if kind == "single" else draw(batch_size(ctx, 0, ctx.max_batch // 2))
     rng = draw(generator())
     q = rng.integers(1, (1 if kind == "single" else draw(st.sampled_from([2, 6, 12]))) + 1, b)
     qsl = exclusive_offsets(q, draw(labelled_dtype("query_start_loc")))
     ends = qsl[1:] - 1
-    if stress or draw(st.booleans()):
+    if draw(st.booleans()) or stress:
         ends = qsl[:-1] + rng.integers(0, q)
         label("copy_expand: rejected tokens")
-    spare = 1 if stress else draw(st.sampled_from([0, 0, 1, 5]))
+    spare = draw(st.sampled_from([0, 0, 1, 5]))
+    spare = max(spare, 1) if stress else spare
     if spare:
         label("copy_expand: buffers longer than needed")
     tokens, vocab = int(qsl[-1]) + spare, draw(vocab_size(ctx))
     ids, positions = draw(labelled_dtype("target_token_ids")), draw(labelled_dtype("target_positions"))
-    shift = True if stress else draw(st.booleans())
-    parallel = draw(st.sampled_from([2, 3, 5] if stress else [1, 1, 2, 3, 5]))
+    shift, parallel = draw(st.booleans()) or stress, draw(st.sampled_from([1, 1, 2, 3, 5]))
+    parallel = max(parallel, 2) if stress else parallel
     label(f"copy_expand: shift={shift}, P={'1' if parallel == 1 else '>1'}")
     size = tokens + b * parallel - (b if shift else 0)
     top = draw(bound(vocab))
@@ -332,7 +335,7 @@ def copy_expand_table(ex: Example):
 @st.composite
 def extend_valid(draw, ctx: DrawContext) -> Example:
     kind = draw(mode())
-    b = 1 if kind == "single" else draw(batch_size(ctx, 17 if kind == "stress" else 0))
+    b = 1 if kind == "single" else draw(batch_size(ctx))
     rng = draw(generator())
     q = np.ones(1, np.int64) if kind == "single" else rng.integers(0, 12, b)
     qsl = exclusive_offsets(q, draw(labelled_dtype("query_start_loc")))
@@ -340,7 +343,7 @@ def extend_valid(draw, ctx: DrawContext) -> Example:
     return Example(
         tier="valid",
         inputs={"query_start_loc": qsl, "seq_lens": (q + rng.integers(0, draw(bound(4000)), b)).astype(seq_dtype),
-                "N": draw(st.sampled_from([1, 2, 3, 7] if kind == "stress" else [0, 1, 2, 3, 7]))},
+                "N": max(draw(st.sampled_from([0, 1, 2, 3, 7])), int(kind == "stress"))},
         outputs=buffers(new_query_start_loc=((b + 1,), qsl.dtype.name), new_seq_lens=((b,), seq_dtype)),
     )
 
@@ -369,7 +372,8 @@ def extend_invalid(draw, ctx: DrawContext) -> Example:
 def step_positions(draw, rng, batch: int, max_model_len: int, table_tokens: int, stress: bool = False) -> np.ndarray:
     """Positions below the limit, just below and at it (pos + 1 == max_model_len), beyond it, and
     beyond the block table's reach (the last block is used); all of these together when `stress`."""
-    kind = "mixed" if stress else draw(st.sampled_from(["inside", "edges", "mixed"]))
+    kind = draw(st.sampled_from(["inside", "edges", "mixed"]))
+    kind = "mixed" if stress else kind
     label(f"positions: {kind}")
     inside = rng.integers(0, max_model_len, batch)
     edges = max_model_len + rng.choice([-2, -1, 0, 5], batch)
@@ -383,9 +387,9 @@ def step_positions(draw, rng, batch: int, max_model_len: int, table_tokens: int,
 def step_valid(draw, ctx: DrawContext) -> Example:
     kind = draw(mode())
     stress = kind == "stress"
-    batch = 1 if kind == "single" else draw(batch_size(ctx, 2 if stress else 0))
-    rows = batch + draw(st.sampled_from([2] if stress else [0, 0, 2]))
-    input_batch = batch + draw(st.sampled_from([1, 9] if stress else [0, 0, 1, 9]))
+    batch = 1 if kind == "single" else draw(batch_size(ctx))
+    rows = batch + max(draw(st.sampled_from([0, 0, 2])), 2 * stress)
+    input_batch = batch + max(draw(st.sampled_from([0, 0, 1, 9])), int(stress))
     if input_batch > batch:
         label("step: CUDA-graph padded rows")
     block, blocks = draw(st.sampled_from([1, 7, 16])), draw(st.integers(1, 6))
@@ -395,7 +399,8 @@ def step_valid(draw, ctx: DrawContext) -> Example:
     positions = draw(step_positions(rng, batch, max_model_len, blocks * block, stress))
     if (positions + 1 >= max_model_len).any():
         label("step: a position reaches max_model_len")
-    top = INT32_MAX if draw(st.booleans()) else draw(bound(1000))
+    wide, small = draw(st.booleans()), draw(bound(1000))   # both drawn: shrinking `wide` keeps the rest
+    top = INT32_MAX if wide else small
     if top == INT32_MAX:
         label("step: slots beyond int32")
     table = rng.integers(0, top, (rows, blocks), endpoint=True)

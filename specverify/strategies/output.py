@@ -14,6 +14,7 @@ from specverify.strategies.blocks import (PLACEHOLDER, SMALL_ARRAY, batch_size, 
                                           inclusive_offsets, index_dtype, invalid, label, mode, one_invalid, short,
                                           token_ids, vocab_size)
 
+SMALL = 256   # elements of output_token_ids the host kernel filters in Python; more take a vectorized path
 INDEX_CONTAINERS = ("list", "ndarray", "tensor")
 ARRAY_CONTAINERS = ("ndarray", "tensor")
 LOGPROB_FIELDS = ("token_ids", "logprobs", "ranks")
@@ -32,7 +33,8 @@ def emitted_rows(draw, batch: int, width: int, vocab: int, stress: bool = False)
     emitted = rng.integers(0, width + 1, batch)
     ids = rng.integers(0, draw(bound(vocab)), (batch, width))
     ids[np.arange(width)[None, :] >= emitted[:, None]] = PLACEHOLDER
-    rate = 0.15 if stress else draw(st.sampled_from([0.0, 0.15, 0.4]))
+    rate = draw(st.sampled_from([0.0, 0.15, 0.4]))
+    rate = max(rate, 0.15) if stress else rate
     if rate:
         oov = (rng.random((batch, width)) < rate) & (ids != PLACEHOLDER)
         ids[oov] = vocab + rng.choice([0, 7], (batch, width))[oov]
@@ -45,7 +47,8 @@ def discard_indices(draw, batch: int, stress: bool = False) -> np.ndarray:
     """Row indices to discard: none, some (unsorted), every row, or some named twice (some, maybe
     twice, when `stress`)."""
     kinds = ["none"] + (["some", "all", "duplicates"] if batch else [])
-    kind = draw(st.sampled_from(["some", "duplicates"] if stress and batch else kinds))
+    kind = draw(st.sampled_from(kinds))
+    kind = "some" if stress and kind in ("none", "all") and batch else kind
     label(f"discard: {kind}")
     rng = draw(generator())
     if kind == "none":
@@ -78,25 +81,28 @@ def logprob_arrays(draw, positions: int, vocab: int) -> dict[str, np.ndarray]:
 @st.composite
 def parse_valid(draw, ctx: DrawContext) -> Example:
     kind = draw(mode())
-    stress = kind == "stress"   # the vectorized path (B*S > 256) with discarded rows, OOV ids and logprobs
+    stress = kind == "stress"   # discarded rows, OOV ids and logprobs together, on either filtering path
+    batch, width = draw(batch_size(ctx)), draw(st.one_of(st.integers(1, 9), st.integers(0, 40)))
+    vectorized = draw(st.booleans())
     if kind == "single":
         batch, width = 1, 1
-    else:
-        batch = draw(batch_size(ctx, 17, 64) if stress else batch_size(ctx))
-        width = draw(st.integers(-(-257 // batch), 40) if stress else st.one_of(st.integers(1, 9), st.integers(0, 40)))
+    elif stress:   # either filtering path: the fewest columns that take the vectorized one, or fewer
+        batch = min(max(batch, 1), 64)
+        large = -(-(SMALL + 1) // batch)
+        width = max(width, large) if vectorized else min(max(width, 1), large - 1)
     vocab = draw(vocab_size(ctx))
     inputs = {"output_token_ids": draw(emitted_rows(batch, width, vocab, stress)), "vocab_size": vocab,
               "discard_req_indices": draw(discard_indices(batch, stress)), "token_ids": None, "logprobs": None,
               "ranks": None}
     containers = {"output_token_ids": draw(st.sampled_from(ARRAY_CONTAINERS)),
                   "discard_req_indices": draw(st.sampled_from(INDEX_CONTAINERS))}
-    if stress or draw(st.booleans()):
+    if draw(st.booleans()) or stress:
         inputs.update(draw(logprob_arrays(batch * width, vocab)))
         containers.update({name: draw(st.sampled_from(ARRAY_CONTAINERS)) for name in LOGPROB_FIELDS})
         label("logprobs: given")
     for name, container in containers.items():
         label(f"container: {name} as {container}")
-    label("size: filtered in Python (B*S <= 256)" if batch * width <= 256 else "size: B*S > 256")
+    label("size: filtered in Python (B*S <= 256)" if batch * width <= SMALL else "size: B*S > 256")
     return Example(tier="valid", inputs=inputs, containers=containers)
 
 
@@ -139,7 +145,7 @@ def spec_metadata_valid(draw, ctx: DrawContext) -> Example:
     rng = draw(generator())
     counts = batch.counts
     # decode steps schedule exactly n + 1 tokens; a mixed batch also schedules prompt chunks
-    mixed = kind == "stress" or draw(st.booleans())
+    mixed = draw(st.booleans()) or kind == "stress"
     label("scheduled: mixed with prompt chunks" if mixed else "scheduled: decode only (n + 1)")
     extra = rng.integers(0, 40, batch.batch) * (rng.random(batch.batch) < 0.5) if mixed else 0
     cu_sched = inclusive_offsets(counts + 1 + extra)
