@@ -100,6 +100,21 @@ def fill_common_inputs(*, input_ids, position_ids, block_offsets, q_start_loc, q
 # ---------------------------------------------------------------- graph.step_context
 
 @triton.jit
+def query_rows(q_ptr, q_stride, hist_ptr, hist_stride, ign_ptr, ign_stride, rows, mask, width,
+               UNIFORM: tl.constexpr):
+    """For the requests `rows` (where `mask`): query length (`width` when UNIFORM), history and ignored
+    history, as int64; 0 elsewhere."""
+    at = rows.to(tl.int64)
+    if UNIFORM:
+        q = tl.where(mask, width, 0).to(tl.int64)
+    else:
+        q = tl.load(q_ptr + at * q_stride, mask=mask, other=0).to(tl.int64)
+    h = tl.load(hist_ptr + at * hist_stride, mask=mask, other=0).to(tl.int64)
+    ign = tl.load(ign_ptr + at * ign_stride, mask=mask, other=0).to(tl.int64)
+    return q, h, ign
+
+
+@triton.jit
 def step_context_kernel(q_ptr, q_stride, hist_ptr, hist_stride, ign_ptr, ign_stride, start_ptr, kv_out_ptr,
                         pos_ptr, cu_ptr, batch, width, divisor, UNIFORM: tl.constexpr, BLOCK_R: tl.constexpr,
                         BLOCK_S: tl.constexpr, BLOCK_T: tl.constexpr):
@@ -113,12 +128,7 @@ def step_context_kernel(q_ptr, q_stride, hist_ptr, hist_stride, ign_ptr, ign_str
     for s0 in range(0, b0, BLOCK_S):
         s = s0 + tl.arange(0, BLOCK_S)
         m = s < b0
-        if UNIFORM:
-            q = tl.where(m, tl.zeros([BLOCK_S], tl.int64) + width, 0)
-        else:
-            q = tl.load(q_ptr + s.to(tl.int64) * q_stride, mask=m, other=0).to(tl.int64)
-        h = tl.load(hist_ptr + s.to(tl.int64) * hist_stride, mask=m, other=0).to(tl.int64)
-        ign = tl.load(ign_ptr + s.to(tl.int64) * ign_stride, mask=m, other=0).to(tl.int64)
+        q, h, ign = query_rows(q_ptr, q_stride, hist_ptr, hist_stride, ign_ptr, ign_stride, s, m, width, UNIFORM)
         before_q += q
         before_kv += q + h - ign
     pre_q = tl.sum(before_q, 0)
@@ -126,12 +136,7 @@ def step_context_kernel(q_ptr, q_stride, hist_ptr, hist_stride, ign_ptr, ign_str
     lane = tl.arange(0, BLOCK_R)
     b = b0 + lane
     real = b < batch
-    if UNIFORM:
-        q = tl.where(real, tl.zeros([BLOCK_R], tl.int64) + width, 0)
-    else:
-        q = tl.load(q_ptr + b.to(tl.int64) * q_stride, mask=real, other=0).to(tl.int64)
-    h = tl.load(hist_ptr + b.to(tl.int64) * hist_stride, mask=real, other=0).to(tl.int64)
-    ign = tl.load(ign_ptr + b.to(tl.int64) * ign_stride, mask=real, other=0).to(tl.int64)
+    q, h, ign = query_rows(q_ptr, q_stride, hist_ptr, hist_stride, ign_ptr, ign_stride, b, real, width, UNIFORM)
     kv = q + h - ign
     ends = pre_q + tl.cumsum(q, 0)
     starts = ends - q
