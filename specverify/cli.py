@@ -19,12 +19,12 @@ from rich.table import Table
 import specverify
 from specverify import backends, cases, env, registry, reports, session, vendors, waivers
 from specverify.checks import CHECKS, Outcome
-from specverify.conformance import Run, exit_status, not_asked, verdicts
+from specverify.conformance import FAILED, NOTHING_CHECKED, PASSED, Run, exit_status, not_asked, verdicts
 from specverify.harness import Failure, OracleError
 from specverify.profiles import PROFILES
 from specverify.report import coverage_tables, failure_report, replay_command, summary_table
 
-PASSED, FAILED, USAGE, NOTHING_CHECKED = 0, 1, 2, 3
+USAGE = 2   # bad usage, an unreadable case, a report not written (the others: specverify.conformance)
 
 console = Console(highlight=False, soft_wrap=True)
 if not console.is_terminal:  # logs and pipes: wide enough that tables never fold a stage name
