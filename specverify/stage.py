@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 TIERS = ("valid", "hazard", "invalid")
+BENCH_SPEC = 5   # draft tokens per request in a benchmark input (`Stage.bench`): the engines' common K
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,9 @@ class Stage:
     tiers: Mapping[str, str] = field(default_factory=dict)  # tier -> what its draws hold (for readers)
     worked: Callable[[], Example] | None = None  # a small valid example `specverify show` runs and prints
     launches: Mapping[str, int] = field(default_factory=dict)  # backend -> most device launches per call (CUDA)
+    # `specverify bench` input: (B, V, rng) -> a valid example of B requests with BENCH_SPEC drafts each, vocabulary V
+    # where the stage reads one (else V is the vocab_size scalar), realistic contents, every array contiguous
+    bench: Callable[[int, int, np.random.Generator], Example] | None = None
 
     @property
     def family(self) -> str:
