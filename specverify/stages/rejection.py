@@ -33,7 +33,8 @@ TABLES_VALID = ("V at tile edges (2, 8191, 8192, 8193, 151936) or small, T * V b
                 "with 0, 50 or 95 % zeros; draft probs absent, independent, or mostly equal to the target "
                 "(ratios of exactly 1, zero residuals); planted: equal maxima far apart and across tiles, "
                 "all-zero residuals on one side of a tile edge, a lone peak on a tile edge or in the last "
-                "partial tile, zero draft probability at the drafted id.")
+                "partial tile, zero draft probability at the drafted id, rows of -0.0 then +0.0 (every "
+                "score ties at zero).")
 UNIFORMS_VALID = ("Uniforms are often exactly the f32 acceptance ratio, or one f64 step above or below it.")
 HAZARDS = ("A valid draw made pathological: NaN, +inf or -inf in a few cells, 30 % of them or every cell of "
            "the probability tables{noise}, out-of-vocabulary drafts (V or V+7) where probabilities are read"

@@ -155,7 +155,7 @@ class Tables:
 def tables(draw, counts: np.ndarray, vocab: int, drafts: np.ndarray) -> Tables:
     """Target and draft probabilities and the reciprocal exponential noise, with planted boundaries:
     equal maxima far apart (within and across tiles), all-zero residuals, a lone peak in the last
-    (partial) tile, zero draft probability at the drafted id."""
+    (partial) tile, zero draft probability at the drafted id, rows of -0.0 then +0.0."""
     rng = draw(generator())
     tokens, batch = int(counts.sum()), len(counts)
     sparsity = draw(st.sampled_from([0.0, 0.5, 0.95]))
@@ -174,7 +174,7 @@ def tables(draw, counts: np.ndarray, vocab: int, drafts: np.ndarray) -> Tables:
     noise = rng.exponential(size=(batch, vocab)).astype(np.float32)
     inv_q = (np.float32(1) / np.maximum(noise, np.float32(1e-6))).astype(np.float32)
     plant = draw(st.sampled_from(["plain", "ties", "zero residual", "zero tiles", "last tile", "tile edge",
-                                  "zero draft prob"]))
+                                  "zero draft prob", "signed zeros"]))
     label(f"planted: {plant}")
     rows, request = np.arange(tokens), request_of_tokens(counts)
     valid = (drafts >= 0) & (drafts < vocab)
@@ -213,6 +213,12 @@ def tables(draw, counts: np.ndarray, vocab: int, drafts: np.ndarray) -> Tables:
         inv_q[request, peak] = inv_q.max(1)[request]
     elif plant == "zero draft prob" and draft is not None:
         draft[rows[valid], drafts[valid]] = 0
+    elif plant == "signed zeros" and tokens:  # zero rows, -0.0 then +0.0: every score ties at zero
+        zero = rng.random(tokens) < 0.5
+        zero[rng.integers(0, tokens)] = True
+        target[zero] = np.where(np.arange(vocab) < rng.integers(1, vocab + 1), np.float32(-0.0), np.float32(0))
+        if draft is not None:
+            draft[zero] = 0     # -0.0 - 0.0 keeps the sign in the residual
     return Tables(target, draft, inv_q)
 
 
