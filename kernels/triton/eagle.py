@@ -9,8 +9,9 @@ import triton.language as tl
 from specverify.kernels.checks import reads_values
 from specverify.oracles import eagle as oracle
 
-ROWS = 128          # rows per program for the row-parallel kernels
-TILE = 4096         # elements of a 2-D tile
+ROWS = 128          # rows per program for the one-lane-per-row kernels
+BLOCK_ROWS = 32     # most rows per program of a [rows, columns] tile (B = 1024: 32 programs or more)
+ROW_TILE = 1024     # elements of such a tile
 
 
 def launch(kernel, programs: int, *args, **meta) -> None:
@@ -42,6 +43,13 @@ def next_token_kernel(tok_ptr, row_stride, col_stride, discard_ptr, backup_ptr, 
     tl.store(count_ptr + rows, count, mask=live)
 
 
+def row_block(width: int) -> tuple[int, int]:
+    """(rows, columns) of a row-parallel [rows, columns] tile over rows `width` wide: ROW_TILE elements,
+    between 1 and BLOCK_ROWS rows, so a large batch spreads over many programs."""
+    columns = triton.next_power_of_2(max(width, 1))
+    return max(1, min(BLOCK_ROWS, ROW_TILE // columns)), columns
+
+
 def next_token_padded(*, sampled_token_ids, discard_mask, backup_next_token_ids, vocab_size,
                       next_token_ids, valid_sampled_tokens_count):
     """See `specverify.oracles.eagle.next_token_padded`. A [rows, S] tile per program; any strides."""
@@ -49,8 +57,7 @@ def next_token_padded(*, sampled_token_ids, discard_mask, backup_next_token_ids,
                                            next_token_ids, valid_sampled_tokens_count,
                                            values=reads_values(sampled_token_ids))
     width = sampled_token_ids.shape[1]
-    block_s = triton.next_power_of_2(max(width, 1))
-    block_b = max(1, min(triton.next_power_of_2(max(batch, 1)), TILE // block_s))
+    block_b, block_s = row_block(width)
     launch(next_token_kernel, triton.cdiv(batch, block_b), sampled_token_ids, sampled_token_ids.stride(0),
            sampled_token_ids.stride(1), as_bytes(discard_mask.contiguous()), backup_next_token_ids.contiguous(),
            next_token_ids, valid_sampled_tokens_count, batch, width, vocab_size, BLOCK_B=block_b, BLOCK_S=block_s)
@@ -81,6 +88,83 @@ def prepare_inputs_padded(*, cu_num_draft_tokens, valid_sampled_tokens_count, qu
 
 
 @triton.jit
+def verify_prepare_kernel(draft_ptr, argmax_ptr, bonus_ptr, cu_ptr, greedy_ptr, out_ptr, o_row, o_col,
+                          discard_ptr, backup_ptr, qsl_ptr, next_ptr, count_ptr, index_ptr, rejected_ptr,
+                          batch, columns, vocab, num_reqs, HAS_MASK: tl.constexpr, BLOCK_B: tl.constexpr,
+                          BLOCK_S: tl.constexpr):
+    """Rows [pid * BLOCK_B, (pid + 1) * BLOCK_B), each through the three steps in registers: greedy
+    verification (its emitted slots stored, the rest of the row read back as the caller left it), the
+    count and last valid id of the row so formed, and the rejected tokens and index to sample."""
+    rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
+    cols = tl.arange(0, BLOCK_S)
+    live = rows < batch
+    end = tl.load(cu_ptr + rows, mask=live, other=0).to(tl.int64)
+    start = tl.load(cu_ptr + rows - 1, mask=live & (rows > 0), other=0).to(tl.int64)
+    n = end - start
+    # rejection.greedy: the argmax up to and at the first mismatching draft, else all of them and the bonus
+    drafting = live[:, None] & (cols[None, :] < n[:, None])
+    at = start[:, None] + cols[None, :]
+    draft = tl.load(draft_ptr + at, mask=drafting, other=-1).to(tl.int64)
+    argmax = tl.load(argmax_ptr + at, mask=drafting, other=0)
+    first = tl.min(tl.where(drafting & (draft != argmax), cols[None, :], BLOCK_S), axis=1)
+    emitted = tl.where(first == BLOCK_S, n + 1, first + 1)
+    bonus = tl.load(bonus_ptr + rows, mask=live, other=0)
+    emit = tl.where(cols[None, :] < n[:, None], argmax, bonus[:, None]).to(tl.int32)
+    if HAS_MASK:
+        greedy = tl.load(greedy_ptr + rows, mask=live, other=0) != 0
+    else:
+        greedy = live
+    inside = live[:, None] & (cols[None, :] < columns)
+    written = inside & greedy[:, None] & (cols[None, :] < emitted[:, None])
+    slot = out_ptr + rows[:, None].to(tl.int64) * o_row + cols[None, :] * o_col
+    tok = tl.where(written, emit, tl.load(slot, mask=inside & ~written, other=-1))
+    tl.store(slot, emit, mask=written)
+    # eagle.next_token_padded on the row as it now stands
+    kept = tl.load(discard_ptr + rows, mask=live, other=1) == 0
+    valid = inside & (tok != -1) & (tok < vocab) & kept[:, None]
+    count = tl.sum(valid.to(tl.int32), axis=1)
+    last = tl.max(tl.where(valid, cols[None, :], -1), axis=1)
+    picked = tl.sum(tl.where(cols[None, :] == last[:, None], tok, 0), axis=1)
+    backup = tl.load(backup_ptr + rows, mask=live, other=0)
+    tl.store(next_ptr + rows, tl.where(count > 0, picked, backup), mask=live)
+    tl.store(count_ptr + rows, count, mask=live)
+    # eagle.prepare_inputs_padded for the first num_reqs rows
+    real = rows < num_reqs
+    rejected = tl.where(n > 0, n + 1 - count, 0)
+    query_end = tl.load(qsl_ptr + rows + 1, mask=real, other=0)
+    tl.store(rejected_ptr + rows, rejected.to(tl.int32), mask=real)
+    tl.store(index_ptr + rows, (query_end - 1 - rejected).to(index_ptr.dtype.element_ty), mask=real)
+
+
+def verify_and_prepare_padded(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
+                              max_spec_len, output_token_ids, discard_mask, backup_next_token_ids, vocab_size,
+                              query_start_loc, num_reqs, next_token_ids, valid_sampled_tokens_count,
+                              token_indices_to_sample, num_rejected_tokens):
+    """See `specverify.oracles.eagle.verify_and_prepare_padded`. One launch, a [rows, S+1] tile per
+    program; output_token_ids of any strides. The values the later steps check are checked after the
+    launch (`oracle.check_verified`), when values are read at all."""
+    values = reads_values(cu_num_draft_tokens)
+    batch = oracle.check_verify_and_prepare(
+        draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy, max_spec_len,
+        output_token_ids, discard_mask, backup_next_token_ids, vocab_size, query_start_loc, num_reqs,
+        next_token_ids, valid_sampled_tokens_count, token_indices_to_sample, num_rejected_tokens, values=values)
+    columns = output_token_ids.shape[1]
+    block_b, block_s = row_block(columns)
+    greedy = next_token_ids if is_greedy is None else as_bytes(is_greedy.contiguous())  # placeholder when None
+    launch(verify_prepare_kernel, triton.cdiv(batch, block_b), draft_token_ids.contiguous(),
+           target_argmax.contiguous(), bonus_token_ids.contiguous(), cu_num_draft_tokens.contiguous(), greedy,
+           output_token_ids, output_token_ids.stride(0), output_token_ids.stride(1),
+           as_bytes(discard_mask.contiguous()), backup_next_token_ids.contiguous(), query_start_loc.contiguous(),
+           next_token_ids, valid_sampled_tokens_count, token_indices_to_sample, num_rejected_tokens,
+           batch, columns, vocab_size, num_reqs, HAS_MASK=is_greedy is not None, BLOCK_B=block_b,
+           BLOCK_S=block_s)
+    if values:
+        oracle.check_verified(cu_num_draft_tokens, output_token_ids, discard_mask, backup_next_token_ids,
+                              vocab_size, query_start_loc, num_reqs, next_token_ids, valid_sampled_tokens_count,
+                              token_indices_to_sample, num_rejected_tokens)
+
+
+@triton.jit
 def kept_tokens(qsl_ptr, drafts_ptr, sampled_ptr, r, live):
     """Per request r: its query length less its rejected tokens, and the rejected tokens (int64)."""
     qs = tl.load(qsl_ptr + r, mask=live, other=0).to(tl.int64)
@@ -93,33 +177,43 @@ def kept_tokens(qsl_ptr, drafts_ptr, sampled_ptr, r, live):
 
 @triton.jit
 def prepare_kernel(qsl_ptr, seq_ptr, drafts_ptr, sampled_ptr, new_qsl_ptr, index_ptr, new_seq_ptr, batch,
-                   BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr):
-    r = tl.program_id(0)
-    others = tl.arange(0, BLOCK_B)
-    kept_all, _, _ = kept_tokens(qsl_ptr, drafts_ptr, sampled_ptr, others, others < batch)
-    out_start = tl.sum(tl.where(others < r, kept_all, 0), axis=0)
+                   BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Program p: requests [p * BLOCK_R, (p + 1) * BLOCK_R). It sums the kept tokens of the requests
+    before its own (BLOCK_S at a time), then writes its rows and its requests' token indices as a
+    [BLOCK_R, BLOCK_T] tile per step."""
+    pid = tl.program_id(0)
+    b0 = pid * BLOCK_R
+    before = tl.zeros([BLOCK_S], tl.int64)
+    for s0 in range(0, b0, BLOCK_S):
+        s = s0 + tl.arange(0, BLOCK_S)
+        kept_before, _, _ = kept_tokens(qsl_ptr, drafts_ptr, sampled_ptr, s, s < b0)
+        before += tl.where(s < b0, kept_before, 0)
+    r = b0 + tl.arange(0, BLOCK_R)
     live = r < batch
     kept, rejected, qs = kept_tokens(qsl_ptr, drafts_ptr, sampled_ptr, r, live)
     kept = tl.where(live, kept, 0)
-    tl.store(new_qsl_ptr, out_start.to(new_qsl_ptr.dtype.element_ty), mask=r == 0)  # 0 for program 0
-    tl.store(new_qsl_ptr + r + 1, (out_start + kept).to(new_qsl_ptr.dtype.element_ty), mask=live)
+    ends = tl.sum(before, 0) + tl.cumsum(kept, 0)
+    starts = ends - kept
+    tl.store(new_qsl_ptr, tl.sum(before, 0).to(new_qsl_ptr.dtype.element_ty), mask=pid == 0)  # program 0: 0
+    tl.store(new_qsl_ptr + r + 1, ends.to(new_qsl_ptr.dtype.element_ty), mask=live)
     seq = tl.load(seq_ptr + r, mask=live, other=0).to(tl.int64)
     tl.store(new_seq_ptr + r, (seq - rejected).to(new_seq_ptr.dtype.element_ty), mask=live)
-    for k0 in range(0, kept, BLOCK_T):
+    for k0 in range(0, tl.max(kept, 0), BLOCK_T):
         k = k0 + tl.arange(0, BLOCK_T)
-        tl.store(index_ptr + out_start + k, (qs + k).to(index_ptr.dtype.element_ty), mask=k < kept)
+        tl.store(index_ptr + starts[:, None] + k[None, :], (qs[:, None] + k[None, :]).to(index_ptr.dtype.element_ty),
+                 mask=k[None, :] < kept[:, None])
 
 
 def prepare_inputs(*, query_start_loc, seq_lens, num_draft_tokens, num_sampled, new_query_start_loc,
                    token_indices, new_seq_lens):
-    """See `specverify.oracles.eagle.prepare_inputs`. One program per request; each sums the kept
-    tokens of the requests before it for its output offset."""
+    """See `specverify.oracles.eagle.prepare_inputs`. One program per BLOCK_ROWS requests; each sums the
+    kept tokens of the requests before its own for its output offsets."""
     batch = oracle.check_prepare_inputs(query_start_loc, seq_lens, num_draft_tokens, num_sampled,
                                         new_query_start_loc, token_indices, new_seq_lens,
                                         values=reads_values(query_start_loc))
-    launch(prepare_kernel, max(batch, 1), query_start_loc.contiguous(), seq_lens.contiguous(),
-           num_draft_tokens.contiguous(), num_sampled.contiguous(), new_query_start_loc, token_indices,
-           new_seq_lens, batch, BLOCK_B=triton.next_power_of_2(max(batch, 1)), BLOCK_T=64)
+    launch(prepare_kernel, max(triton.cdiv(batch, BLOCK_ROWS), 1), query_start_loc.contiguous(),
+           seq_lens.contiguous(), num_draft_tokens.contiguous(), num_sampled.contiguous(), new_query_start_loc,
+           token_indices, new_seq_lens, batch, BLOCK_R=BLOCK_ROWS, BLOCK_S=1024, BLOCK_T=16)
 
 
 @triton.jit

@@ -9,7 +9,8 @@ import triton.language as tl
 from specverify.kernels.checks import reads_values
 from specverify.oracles import stop as oracle
 
-TILE = 4096   # elements of a program's tile
+BLOCK_ROWS = 32    # most rows per program (B = 1024: 32 programs or more)
+ROW_TILE = 1024    # elements of a program's [rows, K+1] tile
 
 
 @triton.jit
@@ -55,7 +56,7 @@ def spec_stopping(*, output_token_ids, num_rejected_tokens, num_appendable, stop
     ids = stop_ids if has_ids else output_token_ids          # a placeholder pointer, never read
     rejected = num_rejected_tokens.contiguous() if num_rejected_tokens is not None else num_appendable
     block_w = triton.next_power_of_2(width)
-    block_b = max(1, min(triton.next_power_of_2(batch), TILE // block_w))
+    block_b = max(1, min(BLOCK_ROWS, ROW_TILE // block_w))
     stop_kernel[(triton.cdiv(batch, block_b),)](
         output_token_ids, output_token_ids.stride(0), output_token_ids.stride(1), rejected,
         num_appendable.contiguous(), ids, ids.stride(0), ids.stride(1), stop_pos, stopped.view(torch.uint8),

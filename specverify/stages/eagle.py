@@ -16,6 +16,7 @@ i32, i64 = np.int32, np.int64
 
 QSL = "exclusive offsets: request r's query is qsl[r] .. qsl[r+1] - 1"
 DTYPES = "Index fields are drawn int32 or int64 independently."
+TORCH_VERIFY_PREPARE = 40   # launches of the three Torch kernels in turn (rejection.greedy, next_token, prepare)
 
 
 # ---------------------------------------------------------------- eagle.next_token_padded
@@ -118,6 +119,96 @@ decreasing, wrong dtypes or lengths.""",
     rows=draw.prepare_padded_table,
     impls=kernels("eagle", "prepare_inputs_padded"),
     launches={"triton": 1},
+)
+
+
+# ---------------------------------------------------------------- eagle.verify_and_prepare_padded
+
+def verify_prepare_example() -> Example:
+    """Request 0 accepts its first draft and rejects the second (2 tokens, 1 rejected); request 1 accepts
+    both and takes its bonus; request 2 has no drafts and is discarded; request 3 is not greedy and
+    already holds what random verification emitted; row 4 is past num_reqs."""
+    return Example("valid", inputs={
+        "draft_token_ids": np.array([5, 6, 3, 4, 8], i32),
+        "target_argmax": np.array([5, 9, 3, 4, 8], i64),
+        "bonus_token_ids": np.array([11, 12, 13, 14, 15], i64),
+        "cu_num_draft_tokens": np.array([2, 4, 4, 5, 5], i32),
+        "is_greedy": np.array([True, True, True, False, True]),
+        "max_spec_len": 2,
+        "output_token_ids": np.array([[-1, -1, -1], [-1, -1, -1], [-1, -1, -1], [7, -1, -1], [-1, -1, -1]], i32),
+        "discard_mask": np.array([False, False, True, False, False]),
+        "backup_next_token_ids": np.array([40, 41, 42, 43, 44], i32),
+        "vocab_size": 100,
+        "query_start_loc": np.array([0, 3, 6, 7, 9, 10], i32),
+        "num_reqs": 4,
+    }, outputs={"next_token_ids": Buffer((5,), "int32"), "valid_sampled_tokens_count": Buffer((5,), "int32"),
+                "token_indices_to_sample": Buffer((5,), "int32"), "num_rejected_tokens": Buffer((5,), "int32")})
+
+
+VERIFY_AND_PREPARE_PADDED = Stage(
+    name="eagle.verify_and_prepare_padded",
+    doc="the padded EAGLE step after the target pass, fused: greedy verification, next token, prepare inputs",
+    inputs=(
+        I("draft_token_ids", "int32", "T", doc="draft ids, request by request; -1 and ids >= V allowed"),
+        I("target_argmax", "int64", "T", doc="the target model's choice at each draft position, >= 0"),
+        I("bonus_token_ids", "int64", "B", doc="the token a row emits after accepting all its drafts"),
+        I("cu_num_draft_tokens", "int32", "B", doc="inclusive offsets: request r owns draft positions "
+                                                   "start(r) .. cu[r] - 1"),
+        I("is_greedy", "bool", "B", optional=True, doc="rows to verify; None: every row"),
+        I("max_spec_len", "int", doc="S: the row width of output_token_ids minus one; every n[r] <= S"),
+        I("output_token_ids", "int32", "B, S+1", strided=True, inout=True,
+          doc="rejection.greedy's output (the caller's -1 pre-fill, rows of other verifiers) and "
+              "next_token_padded's sampled_token_ids; verification writes each greedy row's emitted prefix"),
+        I("discard_mask", "bool", "B", doc="requests whose sampled tokens are ignored"),
+        I("backup_next_token_ids", "int32", "B", doc="the next token when a row has no valid id"),
+        I("vocab_size", "int", doc="V, >= 1"),
+        I("query_start_loc", IDX, "B+1", doc=QSL + " (padded: n + 1 tokens or more per request)"),
+        I("num_reqs", "int", doc="real requests, <= B; prepare_inputs_padded writes only rows below it"),
+    ),
+    outputs=(O("next_token_ids", "int32", "B", doc="written: every row"),
+             O("valid_sampled_tokens_count", "int32", "B", doc="written: every row"),
+             O("token_indices_to_sample", IDX, "B", doc="dtype of query_start_loc; written: rows < num_reqs"),
+             O("num_rejected_tokens", "int32", "B", doc="written: rows < num_reqs")),
+    semantics="""\
+The work an engine's padded EAGLE path launches as three kernels after the target model's forward pass
+(greedy sampling), as one call whose every output is byte for byte what the three give when run one
+after another:
+1. `rejection.greedy` (the flattened layout, int32 rows: the verification stage whose output
+   next_token_padded reads; `rejection.greedy_padded`'s int64 [B, K] layout does not compose with it)
+   writes the emitted prefix of each greedy row into `output_token_ids`, leaving every other slot as
+   the caller left it;
+2. `eagle.next_token_padded` reads the whole of `output_token_ids` as its `sampled_token_ids` (gaps and
+   the caller's slots included) and writes `next_token_ids` and `valid_sampled_tokens_count`;
+3. `eagle.prepare_inputs_padded` reads `cu_num_draft_tokens` and those counts and writes
+   `num_rejected_tokens` and `token_indices_to_sample` for the first `num_reqs` rows.
+
+So for a greedy request r < `num_reqs`, not discarded, whose row was pre-filled with -1 and that
+emits e tokens (the last one valid): count e, next token its last emitted id, n[r] + 1 - e rejected
+tokens when n[r] > 0 (else 0), and the index `query_start_loc[r+1]` - 1 minus those.
+
+Invalid: whatever one of the three refuses, with its error; checks that read what verification wrote
+(ids of output_token_ids below -1, a row of more than n[r] + 1 valid ids) apply after it writes, as in
+the composition.""",
+    tiers={
+        "valid": "Draft batches as in rejection.greedy (B up to 1024, zeros, rows of more than 128 drafts), drafts "
+                 "matching the argmax for a drawn prefix; `is_greedy` None, all, none or mixed. output_token_ids "
+                 "pre-filled with -1, rows that are not greedy holding 1 to n + 1 ids (some out of the "
+                 "vocabulary), junk ids in greedy rows' first n + 1 slots, out-of-vocabulary ids past them; a "
+                 "strided buffer at times. Discard masks, `num_reqs` and stale `query_start_loc` entries as in "
+                 "the eagle stages. " + DTYPES,
+        "invalid": "One rule of a piece broken: decreasing offsets, a count above `max_spec_len`, a draft id or "
+                   "argmax out of range, `vocab_size` 0, `num_reqs` of B + 1, `query_start_loc` not starting at "
+                   "0, a -2 where verification does not write, a row holding more valid ids than n + 1, a "
+                   "wrong dtype or length.",
+    },
+    worked=verify_prepare_example,
+    oracle=oracle.verify_and_prepare_padded,
+    valid=draw.verify_prepare_valid,
+    invalid=draw.verify_prepare_invalid,
+    rows=draw.verify_prepare_table,
+    impls=kernels("eagle", "verify_and_prepare_padded"),
+    launches={"triton": 1, "torch": TORCH_VERIFY_PREPARE},
+    bench=draw.verify_prepare_bench,
 )
 
 
@@ -370,5 +461,5 @@ whose slot overflows int64, wrong dtypes or lengths.""",
     launches={"triton": 1},
 )
 
-STAGES = (NEXT_TOKEN_PADDED, PREPARE_INPUTS_PADDED, PREPARE_INPUTS, COPY_AND_EXPAND_INPUTS, EXTEND_QUERIES,
+STAGES = (NEXT_TOKEN_PADDED, PREPARE_INPUTS_PADDED, VERIFY_AND_PREPARE_PADDED, PREPARE_INPUTS, COPY_AND_EXPAND_INPUTS, EXTEND_QUERIES,
           STEP_SLOT_MAPPING)
