@@ -16,7 +16,7 @@ i32, i64 = np.int32, np.int64
 
 QSL = "exclusive offsets: request r's query is qsl[r] .. qsl[r+1] - 1"
 DTYPES = "Index fields are drawn int32 or int64 independently."
-TORCH_VERIFY_PREPARE = 40   # launches of the three Torch kernels in turn (rejection.greedy, next_token, prepare)
+TORCH_VERIFY_PREPARE = 96   # the three Torch kernels in turn: 79 aten calls (CPU count); CUDA count to confirm
 
 
 # ---------------------------------------------------------------- eagle.next_token_padded
@@ -173,17 +173,17 @@ VERIFY_AND_PREPARE_PADDED = Stage(
 The work an engine's padded EAGLE path launches as three kernels after the target model's forward pass
 (greedy sampling), as one call whose every output is byte for byte what the three give when run one
 after another:
-1. `rejection.greedy` (the flattened layout, int32 rows: the verification stage whose output
-   next_token_padded reads; `rejection.greedy_padded`'s int64 [B, K] layout does not compose with it)
-   writes the emitted prefix of each greedy row into `output_token_ids`, leaving every other slot as
-   the caller left it;
-2. `eagle.next_token_padded` reads the whole of `output_token_ids` as its `sampled_token_ids` (gaps and
-   the caller's slots included) and writes `next_token_ids` and `valid_sampled_tokens_count`;
-3. `eagle.prepare_inputs_padded` reads `cu_num_draft_tokens` and those counts and writes
-   `num_rejected_tokens` and `token_indices_to_sample` for the first `num_reqs` rows.
+- first `rejection.greedy` (the flattened layout, int32 rows: the verification stage whose output
+  next_token_padded reads; `rejection.greedy_padded`'s int64 [B, K] layout does not compose with it)
+  writes the emitted prefix of each greedy row into `output_token_ids`, leaving every other slot as
+  the caller left it;
+- then `eagle.next_token_padded` reads the whole of `output_token_ids` as its `sampled_token_ids` (gaps and
+  the caller's slots included) and writes `next_token_ids` and `valid_sampled_tokens_count`;
+- then `eagle.prepare_inputs_padded` reads `cu_num_draft_tokens` and those counts and writes
+  `num_rejected_tokens` and `token_indices_to_sample` for the first `num_reqs` rows.
 
 So for a greedy request r < `num_reqs`, not discarded, whose row was pre-filled with -1 and that
-emits e tokens (the last one valid): count e, next token its last emitted id, n[r] + 1 - e rejected
+emits e tokens, all valid ids: count e, next token its last emitted id, n[r] + 1 - e rejected
 tokens when n[r] > 0 (else 0), and the index `query_start_loc[r+1]` - 1 minus those.
 
 Invalid: whatever one of the three refuses, with its error; checks that read what verification wrote
