@@ -127,3 +127,13 @@ def test_verify_and_prepare_reads_back_the_callers_slots_of_a_strided_row():
     assert out["valid_sampled_tokens_count"].tolist() == [2]
     assert out["num_rejected_tokens"].tolist() == [1]
     assert out["token_indices_to_sample"].tolist() == [1]
+
+
+def test_verify_and_prepare_bench_input_is_a_valid_all_greedy_step():
+    ex = eagle.VERIFY_AND_PREPARE_PADDED.bench(64, 1000, np.random.default_rng(1))
+    assert ex.tier == "valid" and not ex.layouts and ex.inputs["is_greedy"] is None
+    assert np.diff(ex.inputs["cu_num_draft_tokens"], prepend=0).tolist() == [5] * 64
+    out = outputs_everywhere(eagle.VERIFY_AND_PREPARE_PADDED, ex)
+    count = out["valid_sampled_tokens_count"]
+    assert count.min() >= 1 and count.max() <= 6 and len(set(count.tolist())) > 1
+    assert (out["num_rejected_tokens"] == 6 - count).all()
