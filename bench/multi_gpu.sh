@@ -3,7 +3,8 @@
 # their outcomes compared (the examples checked must not depend on the number of workers), and the
 # cross-device check. Usage: bench/multi_gpu.sh [EXAMPLES] [SEED] [STEPS]
 #   STEPS: comma-separated, default all,one,same,cross (all: --devices all; one: --devices 0; same:
-#   --devices 0,0, two workers on one GPU; cross: --check cross-device in one process).
+#   --devices 0,0, two workers on one GPU; cross: --check cross-device in one process); also all4:
+#   --devices all:4, four workers per GPU (more host cores for the oracles).
 # Run from the repository root; results (logs, JSON reports, timings.txt, compare.txt) go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,7 @@ for step in ${steps//,/ }; do
         all) run all --devices all ;;
         one) run one --devices 0 ;;
         same) run same --devices 0,0 ;;
+        all4) run all4 --devices all:4 ;;
         cross) run cross --device cuda --check cross-device ;;
         *) echo "unknown step $step" >&2; exit 2 ;;
     esac
@@ -50,7 +52,7 @@ runs = {p.stem: json.loads(p.read_text()) for p in sorted(out.glob("*.json"))}
 key = lambda o: (o["stage"], o["backend"], o["device"], o["check"])
 seen = {name: {key(o): (o["status"], o["examples"], o["case"] and Path(o["case"]).name)
                for o in r["outcomes"]} for name, r in runs.items()}
-names = [n for n in ("all", "one", "same") if n in seen]
+names = [n for n in ("all", "one", "same", "all4") if n in seen]
 for a, b in zip(names, names[1:]):
     diff = [k for k in seen[a].keys() | seen[b].keys() if seen[a].get(k) != seen[b].get(k)]
     print(f"{a} vs {b}: {len(seen[a])} outcomes, {len(diff)} differ" + "".join(

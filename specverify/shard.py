@@ -39,8 +39,9 @@ class Lane:
 
 
 def lanes(spec: str) -> list[Lane]:
-    """The workers `--devices` asks for: "all" (every visible GPU), "0,1" (indices among the visible
-    GPUs; one may repeat: two workers on one GPU) or "cpu:N" (N workers, not pinned)."""
+    """The workers `--devices` asks for: "all" (every visible GPU), "all:K" (K workers on each: more host
+    cores for the oracles), "0,1" (indices among the visible GPUs; one may repeat) or "cpu:N" (N workers,
+    not pinned)."""
     spec = spec.strip()
     if spec.startswith("cpu:"):
         count = spec[4:]
@@ -50,8 +51,11 @@ def lanes(spec: str) -> list[Lane]:
     visible = visible_gpus()
     if not visible:
         raise DevicesError(f"--devices {spec}: no CUDA device is visible here (use cpu:N for N CPU workers)")
-    if spec == "all":
-        chosen = list(range(len(visible)))
+    if spec == "all" or spec.startswith("all:"):
+        per = spec[4:] or "1"
+        if not per.isdigit() or int(per) < 1:
+            raise DevicesError(f"--devices {spec}: all:K needs a worker count per GPU K of at least 1")
+        chosen = [i for i in range(len(visible)) for _ in range(int(per))]
     else:
         try:
             chosen = [int(part) for part in spec.split(",")]
@@ -60,7 +64,8 @@ def lanes(spec: str) -> list[Lane]:
         wrong = [i for i in chosen if not 0 <= i < len(visible)]
         if wrong:
             raise DevicesError(f"--devices {spec}: GPU {wrong[0]} is not among the {len(visible)} visible here")
-    return [Lane(visible[i], f"gpu {i}") for i in chosen]
+    return [Lane(visible[i], f"gpu {i}" + (f".{chosen[:k].count(i)}" if chosen.count(i) > 1 else ""))
+            for k, i in enumerate(chosen)]
 
 
 def visible_gpus() -> list[str]:
