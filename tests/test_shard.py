@@ -93,3 +93,12 @@ def test_cross_device_check(tmp_path, monkeypatch):
     assert failed.status == "failed" and failed.kind == "device", failed.report
     assert "different bytes on device 1 than on device 0: `output_token_ids`" in failed.headline
     assert failed.case is not None and failed.case.exists() and "replay:" in failed.report
+
+
+def test_bad_spreads_are_usage_errors(capsys):
+    from specverify.cli import main
+
+    assert main(["check", "--stage", "rejection.greedy", "--devices", "cpu:2", "--ray", "auto"]) == 2
+    assert "exclude each other" in capsys.readouterr().out
+    assert main(["check", "--stage", "rejection.greedy", "--devices", "cpu:0"]) == 2
+    assert "at least 1" in capsys.readouterr().out
