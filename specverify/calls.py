@@ -68,10 +68,23 @@ def time_limit(seconds: float | None) -> Iterator[None]:
 
 
 def synchronize(device: str) -> None:
-    if device == "cuda":
+    if device.startswith("cuda"):
         import torch
 
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
+
+
+@contextmanager
+def on_device(device: str) -> Iterator[None]:
+    """Make `device` ("cuda:1") the current CUDA device for the call (Triton launches on the current
+    one); plain "cuda" and "cpu" leave it as it is."""
+    if not device.startswith("cuda:"):
+        yield
+        return
+    import torch
+
+    with torch.cuda.device(device):
+        yield
 
 
 def invoke(impl: Callable[..., Any], plan: Plan, arena: np.ndarray, lib: str, device: str, checked: bool,
@@ -84,7 +97,7 @@ def invoke(impl: Callable[..., Any], plan: Plan, arena: np.ndarray, lib: str, de
     bound = Bound(plan, arena, lib, device)
     returned, error, measures = None, None, {}
     try:
-        with checked_mode(checked), time_limit(timeout):
+        with checked_mode(checked), time_limit(timeout), on_device(device):
             returned, measures = PROBES[probe](lambda: impl(**bound.kwargs), bound, device)
     except CallTimeout:
         error = CallError("timeout", f"timed out: still running after {timeout:g} s")

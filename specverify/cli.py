@@ -64,6 +64,12 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
                      help="run implementations in worker processes (default: the profile's; always for --impl)")
     chk.add_argument("--timeout", type=seconds, metavar="S", help="time limit per call (default: the profile's)")
+    chk.add_argument("--devices", metavar="all|I,J|cpu:N",
+                     help="spread the targets over worker processes, one pinned to each GPU (all, or indices "
+                          "such as 0,1; repeat one for two workers on it), or N unpinned workers (cpu:N)")
+    chk.add_argument("--ray", metavar="auto|ADDRESS",
+                     help="spread the targets over a Ray cluster, one task per GPU (CPU tasks without GPUs); "
+                          "needs pip install specverify[ray]")
     chk.add_argument("--target-timeout", type=seconds, metavar="S",
                      help="time limit per target, all its checks (default: the profile's)")
 
@@ -172,29 +178,37 @@ def resolve_targets(args, vendor: vendors.Vendor | None = None) -> tuple[list, l
 
 
 class ProgressListener(session.Listener):
-    """A live display: every (target, check) pair, and the examples of the one running."""
+    """A live display: every (target, check) pair, and the examples of the check each lane is running."""
 
     def __init__(self, progress: Progress, total: int):
         self.bar = progress
         self.overall = progress.add_task("checks", total=total)
-        self.task = None
+        self.tasks: dict[str, tuple[tuple[str, str], object]] = {}    # lane -> ((target, check), task)
 
-    def check_started(self, target, check, planned) -> None:
-        self.task = self.bar.add_task(f"  {target.label}: {check}", total=planned)
+    def check_started(self, target, check, planned, lane="") -> None:
+        self.drop(lane)
+        where = f"[{lane}] " if lane else ""
+        self.tasks[lane] = ((target.label, check), self.bar.add_task(f"  {where}{target.label}: {check}",
+                                                                      total=planned))
 
-    def progress(self, done: int) -> None:
-        if self.task is not None:
-            self.bar.update(self.task, completed=done)
+    def progress(self, done: int, lane="") -> None:
+        if lane in self.tasks:
+            self.bar.update(self.tasks[lane][1], completed=done)
+
+    def drop(self, lane: str) -> None:
+        if lane in self.tasks:
+            self.bar.remove_task(self.tasks.pop(lane)[1])
 
     def check_done(self, target, outcome) -> None:
-        if self.task is not None:
-            self.bar.remove_task(self.task)
-            self.task = None
+        for lane, (key, _) in list(self.tasks.items()):
+            if key == (target.label, outcome.check):
+                self.drop(lane)
         self.bar.advance(self.overall)
         mark = {"passed": "ok", "failed": "FAILED", "error": "ERROR", "skipped": "skip", "xfailed": "xfail",
                 "waived": "waived"}[outcome.status]
+        where = f"  [{outcome.worker}]" if outcome.worker else ""
         self.bar.console.print(f"{mark:6} {target.label}: {outcome.check}  ({outcome.examples} examples, "
-                                    f"{outcome.seconds:.1f}s)", markup=False)
+                               f"{outcome.seconds:.1f}s){where}", markup=False)
 
 
 def cmd_check(args) -> int:
@@ -209,7 +223,7 @@ def cmd_check(args) -> int:
                               tuple(args.check) if args.check else None, waiver_set)
     total = session.planned(targets, options)
     outside = bool(args.impl or vendor)
-    mode = "isolated" if options.isolated or outside else "in process"
+    mode = ("isolated" if options.isolated or outside else "in process") + spread(args)
     if vendor is not None:
         console.print(f"vendor {vendor.name}: {vendor.declaration}"
                       f"{f' ({vendor.distribution})' if vendor.distribution else ''}: "
@@ -219,9 +233,13 @@ def cmd_check(args) -> int:
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as progress:
         try:
-            outcomes += session.run(targets, options, ProgressListener(progress, total))
+            outcomes += run_targets(targets, options, args, ProgressListener(progress, total))
         except session.ImplementationNotFound as exc:
             raise UsageError(f"--impl {exc}") from None
+        except ValueError as exc:     # shard.DevicesError, cluster.RayError: --devices or --ray
+            if type(exc).__name__ not in ("DevicesError", "RayError"):
+                raise
+            raise UsageError(str(exc)) from None
     implemented = set(vendor.implementations) if vendor is not None else None
     if waiver_set is not None:
         waiver_set.finish(set(registry.all_stages()), implemented)
@@ -234,6 +252,34 @@ def cmd_check(args) -> int:
     for line in problems:
         console.print(f"specverify check: error: {line}", markup=False)
     return run.exit_status if run.exit_status == FAILED or not problems else USAGE
+
+
+def spread(args) -> str:
+    """How the run is spread, for its first line; bad --devices or --ray values are usage errors here."""
+    if args.devices and args.ray:
+        raise UsageError("--devices and --ray exclude each other")
+    if args.devices:
+        from specverify import shard
+
+        try:
+            chosen = shard.lanes(args.devices)
+        except shard.DevicesError as exc:
+            raise UsageError(str(exc)) from None
+        return f", {len(chosen)} worker(s): {', '.join(lane.name for lane in chosen)}"
+    return f", Ray ({args.ray})" if args.ray else ""
+
+
+def run_targets(targets: list, options: session.Options, args, listener) -> list[Outcome]:
+    """In this process, over local workers (--devices) or over Ray (--ray)."""
+    if args.ray:
+        from specverify import cluster
+
+        return cluster.run(targets, options, args.ray, listener)
+    if args.devices:
+        from specverify import shard
+
+        return shard.run_local(targets, options, args.devices, listener)
+    return session.run(targets, options, listener)
 
 
 def print_run(run: Run, args, outside: bool) -> None:
@@ -284,10 +330,15 @@ def cmd_replay(args) -> int:
     if outside and not args.impl:
         console.print(f"  note: this case failed for an outside implementation ({', '.join(outside)}); "
                       f"replay it with --impl {outside[0]}. Our own backends:", markup=False)
+    across = any(f.get("check") == "cross-device" for f in cases.failures_of(args.path))
     failed = False
     for target in targets:
+        devices = across and CHECKS["cross-device"].applies(target) is None
+        if across and not devices:
+            console.print(f"  note: this case failed the cross-device check; on {target.backend.name}/"
+                          f"{target.device}: {CHECKS['cross-device'].applies(target)}", markup=False)
         try:
-            session.verify_example(target, example, args.timeout or 120.0)
+            session.verify_example(target, example, args.timeout or 120.0, devices)
             console.print(f"  passed  {target.backend.name}/{target.device}", markup=False)
         except (Failure, OracleError) as exc:
             failed = True
