@@ -6,7 +6,8 @@ import torch
 import triton
 import triton.language as tl
 
-from specverify.kernels.checks import reads_values
+from specverify.kernels.checks import reads_values, validate
+from specverify.kernels.triton.launch import cdiv, launcher, next_power_of_2
 from specverify.oracles import eagle as oracle
 
 ROWS = 128          # rows per program for the row-parallel kernels
@@ -23,6 +24,7 @@ def as_bytes(t: torch.Tensor) -> torch.Tensor:
     return t.view(torch.uint8) if t.dtype == torch.bool else t
 
 
+@launcher
 @triton.jit
 def next_token_kernel(tok_ptr, row_stride, col_stride, discard_ptr, backup_ptr, next_ptr, count_ptr,
                       batch, width, vocab, BLOCK_B: tl.constexpr, BLOCK_S: tl.constexpr):
@@ -45,17 +47,17 @@ def next_token_kernel(tok_ptr, row_stride, col_stride, discard_ptr, backup_ptr, 
 def next_token_padded(*, sampled_token_ids, discard_mask, backup_next_token_ids, vocab_size,
                       next_token_ids, valid_sampled_tokens_count):
     """See `specverify.oracles.eagle.next_token_padded`. A [rows, S] tile per program; any strides."""
-    batch = oracle.check_next_token_padded(sampled_token_ids, discard_mask, backup_next_token_ids, vocab_size,
-                                           next_token_ids, valid_sampled_tokens_count,
-                                           values=reads_values(sampled_token_ids))
+    batch = validate(oracle.check_next_token_padded, sampled_token_ids, discard_mask, backup_next_token_ids, vocab_size,
+                     next_token_ids, valid_sampled_tokens_count, values=reads_values(sampled_token_ids))
     width = sampled_token_ids.shape[1]
-    block_s = triton.next_power_of_2(max(width, 1))
-    block_b = max(1, min(triton.next_power_of_2(max(batch, 1)), TILE // block_s))
-    launch(next_token_kernel, triton.cdiv(batch, block_b), sampled_token_ids, sampled_token_ids.stride(0),
+    block_s = next_power_of_2(max(width, 1))
+    block_b = max(1, min(next_power_of_2(max(batch, 1)), TILE // block_s))
+    launch(next_token_kernel, cdiv(batch, block_b), sampled_token_ids, sampled_token_ids.stride(0),
            sampled_token_ids.stride(1), as_bytes(discard_mask.contiguous()), backup_next_token_ids.contiguous(),
            next_token_ids, valid_sampled_tokens_count, batch, width, vocab_size, BLOCK_B=block_b, BLOCK_S=block_s)
 
 
+@launcher
 @triton.jit
 def prepare_padded_kernel(cu_ptr, count_ptr, qsl_ptr, index_ptr, rejected_ptr, num_reqs, BLOCK: tl.constexpr):
     r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -72,10 +74,9 @@ def prepare_padded_kernel(cu_ptr, count_ptr, qsl_ptr, index_ptr, rejected_ptr, n
 def prepare_inputs_padded(*, cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc, num_reqs,
                           token_indices_to_sample, num_rejected_tokens):
     """See `specverify.oracles.eagle.prepare_inputs_padded`. One lane per request."""
-    oracle.check_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc,
-                                       num_reqs, token_indices_to_sample, num_rejected_tokens,
-                                       values=reads_values(query_start_loc))
-    launch(prepare_padded_kernel, triton.cdiv(num_reqs, ROWS), cu_num_draft_tokens.contiguous(),
+    validate(oracle.check_prepare_inputs_padded, cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc,
+             num_reqs, token_indices_to_sample, num_rejected_tokens, values=reads_values(query_start_loc))
+    launch(prepare_padded_kernel, cdiv(num_reqs, ROWS), cu_num_draft_tokens.contiguous(),
            valid_sampled_tokens_count.contiguous(), query_start_loc.contiguous(), token_indices_to_sample,
            num_rejected_tokens, num_reqs, BLOCK=ROWS)
 
@@ -91,6 +92,7 @@ def kept_tokens(qsl_ptr, drafts_ptr, sampled_ptr, r, live):
     return qn - qs - rejected, rejected, qs
 
 
+@launcher
 @triton.jit
 def prepare_kernel(qsl_ptr, seq_ptr, drafts_ptr, sampled_ptr, new_qsl_ptr, index_ptr, new_seq_ptr, batch,
                    BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr):
@@ -114,14 +116,14 @@ def prepare_inputs(*, query_start_loc, seq_lens, num_draft_tokens, num_sampled, 
                    token_indices, new_seq_lens):
     """See `specverify.oracles.eagle.prepare_inputs`. One program per request; each sums the kept
     tokens of the requests before it for its output offset."""
-    batch = oracle.check_prepare_inputs(query_start_loc, seq_lens, num_draft_tokens, num_sampled,
-                                        new_query_start_loc, token_indices, new_seq_lens,
-                                        values=reads_values(query_start_loc))
+    batch = validate(oracle.check_prepare_inputs, query_start_loc, seq_lens, num_draft_tokens, num_sampled,
+                     new_query_start_loc, token_indices, new_seq_lens, values=reads_values(query_start_loc))
     launch(prepare_kernel, max(batch, 1), query_start_loc.contiguous(), seq_lens.contiguous(),
            num_draft_tokens.contiguous(), num_sampled.contiguous(), new_query_start_loc, token_indices,
-           new_seq_lens, batch, BLOCK_B=triton.next_power_of_2(max(batch, 1)), BLOCK_T=64)
+           new_seq_lens, batch, BLOCK_B=next_power_of_2(max(batch, 1)), BLOCK_T=64)
 
 
+@launcher
 @triton.jit
 def copy_expand_kernel(tok_ptr, pos_ptr, next_ptr, qsl_ptr, qel_ptr, padding_id, parallel_id, P,
                        ids_ptr, out_pos_ptr, rejected_ptr, masked_ptr, new_ptr, mapping_ptr,
@@ -161,11 +163,11 @@ def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids
                            out_new_token_indices, out_hidden_state_mapping):
     """See `specverify.oracles.eagle.copy_and_expand_inputs`. One program per request, looping over
     its output span."""
-    batch, _ = oracle.check_copy_and_expand(
-        target_token_ids, target_positions, next_token_ids, query_start_loc, query_end_loc, padding_token_id,
-        parallel_drafting_token_id, P, shift_input_ids, out_input_ids, out_positions,
-        out_is_rejected_token_mask, out_is_masked_token_mask, out_new_token_indices, out_hidden_state_mapping,
-        values=reads_values(query_start_loc))
+    batch, _ = validate(oracle.check_copy_and_expand, target_token_ids, target_positions, next_token_ids,
+                        query_start_loc, query_end_loc, padding_token_id, parallel_drafting_token_id, P,
+                        shift_input_ids, out_input_ids, out_positions, out_is_rejected_token_mask,
+                        out_is_masked_token_mask, out_new_token_indices, out_hidden_state_mapping,
+                        values=reads_values(query_start_loc))
     launch(copy_expand_kernel, batch, target_token_ids.contiguous(), target_positions.contiguous(),
            next_token_ids.contiguous(), query_start_loc.contiguous(), query_end_loc.contiguous(),
            padding_token_id, parallel_drafting_token_id, P, out_input_ids, out_positions,
@@ -173,6 +175,7 @@ def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids
            out_hidden_state_mapping, SHIFT=int(shift_input_ids), BLOCK=64)
 
 
+@launcher
 @triton.jit
 def extend_kernel(qsl_ptr, seq_ptr, n, new_qsl_ptr, new_seq_ptr, batch, BLOCK: tl.constexpr):
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -184,12 +187,13 @@ def extend_kernel(qsl_ptr, seq_ptr, n, new_qsl_ptr, new_seq_ptr, batch, BLOCK: t
 
 def extend_queries(*, query_start_loc, seq_lens, N, new_query_start_loc, new_seq_lens):
     """See `specverify.oracles.eagle.extend_queries`."""
-    batch = oracle.check_extend_queries(query_start_loc, seq_lens, N, new_query_start_loc, new_seq_lens,
-                                        values=reads_values(query_start_loc))
-    launch(extend_kernel, triton.cdiv(batch + 1, ROWS), query_start_loc.contiguous(), seq_lens.contiguous(), N,
+    batch = validate(oracle.check_extend_queries, query_start_loc, seq_lens, N, new_query_start_loc, new_seq_lens,
+                     values=reads_values(query_start_loc))
+    launch(extend_kernel, cdiv(batch + 1, ROWS), query_start_loc.contiguous(), seq_lens.contiguous(), N,
            new_query_start_loc, new_seq_lens, batch, BLOCK=ROWS)
 
 
+@launcher
 @triton.jit
 def step_slot_kernel(pos_ptr, table_ptr, row_stride, col_stride, seq_ptr, block_size, max_model_len,
                      blocks, batch_size, input_batch_size, clamped_ptr, slot_ptr, BLOCK: tl.constexpr):
@@ -211,9 +215,8 @@ def step_slot_kernel(pos_ptr, table_ptr, row_stride, col_stride, seq_ptr, block_
 def step_slot_mapping(*, positions, block_table, seq_lens, block_size, max_model_len, batch_size,
                       input_batch_size, clamped_positions, slot_mapping):
     """See `specverify.oracles.eagle.step_slot_mapping`. One lane per slot; any block_table strides."""
-    oracle.check_step_slot_mapping(positions, block_table, seq_lens, block_size, max_model_len, batch_size,
-                                   input_batch_size, clamped_positions, slot_mapping,
-                                   values=reads_values(positions))
-    launch(step_slot_kernel, triton.cdiv(input_batch_size, ROWS), positions.contiguous(), block_table,
+    validate(oracle.check_step_slot_mapping, positions, block_table, seq_lens, block_size, max_model_len, batch_size,
+             input_batch_size, clamped_positions, slot_mapping, values=reads_values(positions))
+    launch(step_slot_kernel, cdiv(input_batch_size, ROWS), positions.contiguous(), block_table,
            block_table.stride(0), block_table.stride(1), seq_lens, block_size, max_model_len,
            block_table.shape[1], batch_size, input_batch_size, clamped_positions, slot_mapping, BLOCK=ROWS)
