@@ -7,9 +7,11 @@ Run on a CUDA machine from the repository root:
 Host time per call is time.perf_counter around `calls` calls with no synchronization inside the loop
 (one synchronization after it), the median of `rounds` rounds, for: an empty Triton kernel through
 `kernel[grid]` (the baseline) and through the launcher; each stage with a Triton implementation, on its
-worked example (`Stage.worked`; host cost does not depend on sizes), with plain launches
-(`plain_launch()`) and with the launcher. Both paths must write byte-equal outputs. Writes
-$OUT/launch_path.json and prints a table; `target` is lean <= empty + 2 us.
+worked example (`Stage.worked`; host cost hardly depends on sizes) three ways: `old` (plain
+`kernel[grid]` launches and the argument checks run in full, as before the launcher), `plain` (plain
+launches, memoized checks) and `lean` (the launcher and memoized checks). The plain and lean paths must
+write byte-equal outputs. Writes $OUT/launch_path.json and prints a table (ratios to the empty kernel
+through `kernel[grid]`, E); `target` is lean <= E + 2 us.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import os
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -37,6 +40,18 @@ SLACK_US = 2.0
 @triton.jit
 def empty_kernel(x_ptr, n, BLOCK: tl.constexpr):
     pass
+
+
+@contextmanager
+def full_checks(impl):
+    """Run the argument checks of `impl`'s module unmemoized inside the block."""
+    module = sys.modules[impl.__module__]
+    memoized = module.validate
+    module.validate = lambda check, *args, values: check(*args, values=values)
+    try:
+        yield
+    finally:
+        module.validate = memoized
 
 
 def host_us(fn, calls: int, rounds: int) -> float:
@@ -100,12 +115,16 @@ def main() -> int:
         lean_bytes = run_once(impl, call_plan, arena)    # this one goes through them
         bound = Bound(call_plan, arena.copy(), "torch", "cuda")
         call = lambda: impl(**bound.kwargs)              # noqa: E731
+        with plain_launch(), full_checks(impl):
+            call()
+            old = host_us(call, args.calls, args.rounds)
         with plain_launch():
             call()
             plain = host_us(call, args.calls, args.rounds)
         call()
         lean = host_us(call, args.calls, args.rounds)
-        rows.append({"stage": name, "plain_us": plain, "lean_us": lean, "plain_ratio": plain / empty,
+        rows.append({"stage": name, "old_us": old, "plain_us": plain, "lean_us": lean, "old_ratio": old / empty,
+                     "plain_ratio": plain / empty,
                      "lean_ratio": lean / empty, "lean_minus_empty_us": lean - empty,
                      "target": lean <= empty + SLACK_US, "byte_equal": bool(np.array_equal(plain_bytes, lean_bytes))})
     declined = sorted(getattr(k, "__name__", str(k)) for k, v in launch_module._kernels.items() if v is None)
@@ -120,9 +139,10 @@ def main() -> int:
     print(f"{result['device']}, torch {torch.__version__}, triton {triton.__version__}, {args.calls} calls x "
           f"{args.rounds} rounds (median)")
     print(f"empty kernel: kernel[grid] {empty:.2f} us, launcher {empty_lean:.2f} us ({empty_lean / empty:.2f}x)")
-    print(f"{'stage':34} {'plain us':>9} {'lean us':>9} {'plain/E':>8} {'lean/E':>7} {'lean-E':>7} target bytes")
+    print(f"{'stage':34} {'old us':>8} {'plain us':>9} {'lean us':>8} {'old/E':>6} {'lean/E':>7} {'lean-E':>7} "
+          "target bytes")
     for r in rows:
-        print(f"{r['stage']:34} {r['plain_us']:9.2f} {r['lean_us']:9.2f} {r['plain_ratio']:8.2f} "
+        print(f"{r['stage']:34} {r['old_us']:8.2f} {r['plain_us']:9.2f} {r['lean_us']:8.2f} {r['old_ratio']:6.2f} "
               f"{r['lean_ratio']:7.2f} {r['lean_minus_empty_us']:7.2f} {'met' if r['target'] else 'MISSED':6} "
               f"{'equal' if r['byte_equal'] else 'DIFFER'}")
     print(f"kernels on the fast path: {kept}; declined (plain launches): {declined or 'none'}")

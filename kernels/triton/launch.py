@@ -1,6 +1,7 @@
 """A leaner launch of a Triton kernel that runs the very kernel `kernel[grid](...)` would run.
 
-`launch(kernel, grid, *args, **meta)` does what `kernel[grid](*args, **meta)` does. The first call for a
+`launch(kernel, grid, *args, **meta)` does what `kernel[grid](*args, **meta)` does; a kernel decorated
+`@launcher` (above `@triton.jit`) launches this way when called as `kernel[grid](...)`. The first call for a
 specialization goes through `kernel[grid]` (Triton binds, compiles or finds the kernel, launches) and
 the returned CompiledKernel is kept; later calls with the same key call its launcher directly
 (`CompiledKernel.run`, the C function `JITFunction.run` ends in, with the same arguments), skipping
@@ -23,7 +24,6 @@ import os
 from contextlib import contextmanager
 from functools import partial
 from typing import Any, Iterator
-
 
 try:                                  # the pieces of Triton's runtime the fast path relies on
     from triton import knobs
@@ -70,7 +70,6 @@ class Kernel:
         mode = knobs.compilation.instrumentation_mode if self.instrumentation else None
         return knobs.runtime.debug, mode
 
-
     def triton_key(self, device: int, *args, **meta):
         """The key JITFunction.run files the compilation for these arguments under (Triton >= 3.5)."""
         caches = self.fn.device_caches[device]
@@ -82,22 +81,18 @@ class Kernel:
         return caches[0], compute_cache_key(caches[1], specialization, options)
 
     def keep(self, key: tuple, compiled, device: int, *args, **meta) -> None:
-        """Keep `compiled` for `key` if Triton's own key for these arguments selects it; else plain."""
+        """Keep `compiled` for `key` if it is a CompiledKernel that Triton's own key for these arguments
+        selects; otherwise this kernel launches plainly from now on."""
         try:
             kernel_cache, triton_key = self.triton_key(device, *args, **meta)
+            usable = (compiled is not None and not hasattr(compiled, "result")      # not a compile future
+                      and kernel_cache.get(triton_key) is compiled)
+            if usable:
+                self.launches[key] = (compiled.run, compiled.function, compiled.packed_metadata, compiled)
+                return
         except Exception:
-            kernel_cache, triton_key = {}, None
-        if compiled is None or kernel_cache.get(triton_key) is not compiled:
-            _kernels[self.fn] = None
-            return
-        self.launches[key] = (compiled.run, compiled.function, compiled.packed_metadata, compiled)
-
-
-def launch_key(binder, context: tuple, *args, **meta) -> tuple[tuple, Any]:
-    """(the launch key, the bound argument values) of a call through a JITFunction's `binder`: the key
-    is `context` (device, run options), Triton's specialization of each parameter and any extra options."""
-    bound, specialization, options = binder(*args, **meta)
-    return (*context, *specialization, *options.items()), bound.values()
+            pass
+        _kernels[self.fn] = None
 
 
 class Launcher:
