@@ -4,6 +4,8 @@ launcher falls back to `kernel[grid]` in the interpreter, and memoized checks re
 check's own words on every call."""
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 import torch
@@ -18,7 +20,7 @@ from specverify.kernels import checks  # noqa: E402
 from specverify.kernels.checks import validate  # noqa: E402
 from specverify.kernels.triton import launch  # noqa: E402
 from specverify.materialize import Bound, plan  # noqa: E402
-from specverify.stages import stop  # noqa: E402
+from specverify.registry import all_stages  # noqa: E402
 
 
 def specialized(x_ptr, n, y_ptr, BLOCK: tl.constexpr):
@@ -72,6 +74,73 @@ def test_key_is_shared_by_calls_triton_compiles_alike(tensors):
     base = key(t["aligned"], 7, t["aligned"], BLOCK=16)
     assert key(t["aligned2"], 3, t["aligned"], BLOCK=16) == base       # other aligned pointer, other int
     assert hash(base) == hash(key(t["aligned"], 7, t["aligned"], BLOCK=16))
+
+
+class Compiled:
+    """Stands for a CompiledKernel: records the launches made through its `run`."""
+    function, packed_metadata = "function handle", "packed metadata"
+
+    def __init__(self):
+        self.launches = []
+
+    def run(self, *args):
+        self.launches.append(args)
+
+    def launch_metadata(self, grid, stream, *args):
+        return ("metadata", grid, stream)
+
+
+class Jit:
+    """Stands for a JITFunction: `[grid](...)` records a plain launch and returns its Compiled."""
+    pre_run_hooks: list = []
+
+    def __init__(self):
+        self.compiled, self.plain = Compiled(), []
+
+    def __getitem__(self, grid):
+        return lambda *args, **meta: self.plain.append((grid, args, meta)) or self.compiled
+
+
+class State(launch.Kernel):
+    """The fast-path state of a Jit on device 0, stream 7 (no driver needed)."""
+
+    def __init__(self, fn):
+        self.fn, self.binders, self.launches, self.instrumentation = fn, {0: binder()}, {}, False
+        self.device, self.stream = (lambda: 0), (lambda device: 7)
+
+    def triton_key(self, device, *args, **meta):
+        return {"triton's key": self.fn.compiled}, "triton's key"
+
+
+def test_launch_keeps_the_compiled_kernel_and_calls_it_for_the_same_key(tensors, monkeypatch):
+    t = tensors
+    jit = Jit()
+    monkeypatch.setitem(launch._kernels, jit, State(jit))
+    launch.launch(jit, (3,), t["aligned"], 5, t["aligned"], BLOCK=16)          # compiles, kept
+    launch.launch(jit, (3, 2), t["aligned2"], 9, t["aligned"], BLOCK=16)       # same key: the kept kernel
+    assert len(jit.plain) == 1
+    assert jit.compiled.launches == [(3, 2, 1, 7, "function handle", "packed metadata", None, None, None,
+                                      t["aligned2"], 9, t["aligned"], 16)]
+    launch.launch(jit, (3,), t["misaligned"], 9, t["aligned"], BLOCK=16)       # another specialization
+    with launch.plain_launch():
+        launch.launch(jit, (3,), t["aligned"], 5, t["aligned"], BLOCK=16)
+    assert len(jit.plain) == 3 and len(jit.compiled.launches) == 1
+    hook = lambda metadata: None  # noqa: E731
+    monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", hook)
+    launch.launch(jit, (4,), t["aligned"], 5, t["aligned"], BLOCK=16)           # a hook: metadata and hooks
+    assert jit.compiled.launches[-1][4:9] == ("function handle", "packed metadata", ("metadata", (4,), 7), hook,
+                                              triton.knobs.runtime.launch_exit_hook)
+
+
+def test_launch_goes_plain_for_good_when_triton_keys_the_kernel_otherwise(tensors, monkeypatch):
+    t = tensors
+    jit = Jit()
+    state = State(jit)
+    state.triton_key = lambda device, *args, **meta: ({}, "another key")
+    monkeypatch.setitem(launch._kernels, jit, state)
+    for _ in range(2):
+        launch.launch(jit, (1,), t["aligned"], 5, t["aligned"], BLOCK=16)
+    assert len(jit.plain) == 2 and not jit.compiled.launches and launch._kernels[jit] is None
 
 
 @triton.jit
@@ -136,20 +205,52 @@ def on_meta(kwargs):
             if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
 
 
-def test_wrapper_refuses_bad_input_after_a_memoized_pass(monkeypatch):
-    """A Triton wrapper on meta tensors (no value checks, as on CUDA), launches stubbed out: a good call
-    is memoized, and bad shapes and dtypes are still refused with the field named, every call."""
-    from specverify.kernels.triton import stop as kernels
+OTHER_DTYPE = {torch.int32: torch.int64, torch.int64: torch.int32, torch.float32: torch.float64,
+               torch.float64: torch.float32, torch.bool: torch.uint8, torch.uint8: torch.bool}
 
+
+def mutations(t: torch.Tensor):
+    """The tensor with another dtype, and with one row fewer (or one more when it has none)."""
+    yield t.to(OTHER_DTYPE.get(t.dtype, torch.int32))
+    if t.dim() == 0:
+        return
+    rows = t.shape[0] - 1 if t.shape[0] else 1
+    yield torch.empty((rows, *t.shape[1:]), dtype=t.dtype, device="meta")
+
+
+def outcome(impl, kwargs):
+    try:
+        impl(**kwargs)
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+    return None
+
+
+TRITON_STAGES = [s for s in all_stages().values() if "triton" in s.impls and s.worked is not None]
+
+
+@pytest.mark.parametrize("stage", TRITON_STAGES, ids=lambda s: s.name)
+def test_memoized_checks_refuse_what_full_checks_refuse(stage, monkeypatch):
+    """Each Triton wrapper on meta tensors (no value checks, as on CUDA outside checked mode), launches
+    stubbed out: after its worked example passed (and was memoized), every one-field dtype or shape
+    change of it meets, on two calls, exactly what the unmemoized checks say."""
+    module_name, name = stage.impls["triton"].split(":")
+    module = importlib.import_module(module_name)
+    impl = getattr(module, name)
     monkeypatch.setattr(launch, "launch", lambda *args, **meta: None)
-    call_plan, arena = plan(stop.SPEC_STOPPING, stop.SPEC_STOPPING.worked())
+    call_plan, arena = plan(stage, stage.worked())
     good = on_meta(Bound(call_plan, arena, "torch", "cpu").kwargs)
-    kernels.spec_stopping(**good)
-    kernels.spec_stopping(**good)
-    bad_dtype = dict(good, stop_pos=good["stop_pos"].to(torch.int16))
-    bad_shape = dict(good, num_appendable=good["num_appendable"][:-1])
-    for _ in range(2):
-        with pytest.raises(TypeError, match="stop_pos"):
-            kernels.spec_stopping(**bad_dtype)
-        with pytest.raises(ValueError, match="num_appendable"):
-            kernels.spec_stopping(**bad_shape)
+    assert outcome(impl, good) is None
+    refused = 0
+    for field, value in good.items():
+        if not isinstance(value, torch.Tensor):
+            continue
+        for bad in mutations(value):
+            kwargs = dict(good, **{field: bad})
+            memoized = [outcome(impl, kwargs), outcome(impl, kwargs)]
+            monkeypatch.setattr(module, "validate", lambda check, *args, values: check(*args, values=values))
+            full = outcome(impl, kwargs)
+            monkeypatch.setattr(module, "validate", validate)
+            assert memoized == [full, full], f"{field} as {bad.dtype}{list(bad.shape)}"
+            refused += full is not None
+    assert refused, "no change of the worked example was refused"

@@ -5,7 +5,8 @@
 specialization goes through `kernel[grid]` (Triton binds, compiles or finds the kernel, launches) and
 the returned CompiledKernel is kept; later calls with the same key call its launcher directly
 (`CompiledKernel.run`, the C function `JITFunction.run` ends in, with the same arguments), skipping
-the option parsing, the string cache key, the globals check and the launch-metadata call.
+the option parsing, the string cache key, the globals check, and the launch metadata and hook calls
+while no launch hook is installed (an empty hook chain is passed as None, which the launcher skips).
 
 The key is Triton's own: the specialization list of the kernel's binder (dtype of each tensor, 16-byte
 alignment of pointers, int == 1 and divisible by 16, i32/i64/u64 by range, None, constexpr values) plus
@@ -95,6 +96,13 @@ class Kernel:
         _kernels[self.fn] = None
 
 
+def launch_key(binder, context: tuple, *args, **meta) -> tuple[tuple, Any]:
+    """(the launch key, the bound argument values) of a call through a JITFunction's `binder`: the key
+    is `context` (device, run options), Triton's specialization of each parameter and any extra options."""
+    bound, specialization, options = binder(*args, **meta)
+    return (*context, *specialization, *options.items()), bound.values()
+
+
 class Launcher:
     """A JITFunction whose `[grid](*args, **meta)` launches through `launch` (use as `@launcher`
     above `@triton.jit`); every other attribute is the JITFunction's."""
@@ -147,11 +155,19 @@ def launch(kernel, grid: tuple[int, ...], *args, **meta) -> None:
         return
     run, function, packed, compiled = kept
     stream = fast.stream(device)
-    runtime = knobs.runtime
-    enter = runtime.launch_enter_hook
-    metadata = None if enter is None else compiled.launch_metadata(grid, stream, *bound)
+    enter, leave = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+    if hooked(enter) or hooked(leave):
+        metadata = compiled.launch_metadata(grid, stream, *bound)
+    else:                                 # nothing to call: the launcher skips None hooks and metadata
+        metadata = enter = leave = None
     run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1, stream, function, packed,
-        metadata, enter, runtime.launch_exit_hook, *bound)
+        metadata, enter, leave, *bound)
+
+
+def hooked(hook) -> bool:
+    """Whether a launch hook would call anything: not None, and not an empty HookChain (Triton's
+    default in recent versions, where it is never None)."""
+    return hook is not None and bool(getattr(hook, "calls", True))
 
 
 def cdiv(x: int, y: int) -> int:
