@@ -100,7 +100,7 @@ def launch_key(binder, context: tuple, *args, **meta) -> tuple[tuple, Any]:
     """(the launch key, the bound argument values) of a call through a JITFunction's `binder`: the key
     is `context` (device, run options), Triton's specialization of each parameter and any extra options."""
     bound, specialization, options = binder(*args, **meta)
-    return (*context, *specialization, *options.items()), bound.values()
+    return (context, tuple(specialization), tuple(options.items()) if options else ()), bound.values()
 
 
 class Launcher:
