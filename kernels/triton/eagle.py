@@ -6,7 +6,8 @@ import torch
 import triton
 import triton.language as tl
 
-from specverify.kernels.checks import reads_values
+from specverify.kernels.checks import reads_values, validate
+from specverify.kernels.triton.launch import cdiv, launcher, next_power_of_2
 from specverify.oracles import eagle as oracle
 
 ROWS = 128          # rows per program for the one-lane-per-row kernels
@@ -24,6 +25,7 @@ def as_bytes(t: torch.Tensor) -> torch.Tensor:
     return t.view(torch.uint8) if t.dtype == torch.bool else t
 
 
+@launcher
 @triton.jit
 def next_token_kernel(tok_ptr, row_stride, col_stride, discard_ptr, backup_ptr, next_ptr, count_ptr,
                       batch, width, vocab, BLOCK_B: tl.constexpr, BLOCK_S: tl.constexpr):
@@ -46,23 +48,23 @@ def next_token_kernel(tok_ptr, row_stride, col_stride, discard_ptr, backup_ptr, 
 def row_block(width: int) -> tuple[int, int]:
     """(rows, columns) of a row-parallel [rows, columns] tile over rows `width` wide: ROW_TILE elements,
     between 1 and BLOCK_ROWS rows, so a large batch spreads over many programs."""
-    columns = triton.next_power_of_2(max(width, 1))
+    columns = next_power_of_2(max(width, 1))
     return max(1, min(BLOCK_ROWS, ROW_TILE // columns)), columns
 
 
 def next_token_padded(*, sampled_token_ids, discard_mask, backup_next_token_ids, vocab_size,
                       next_token_ids, valid_sampled_tokens_count):
     """See `specverify.oracles.eagle.next_token_padded`. A [rows, S] tile per program; any strides."""
-    batch = oracle.check_next_token_padded(sampled_token_ids, discard_mask, backup_next_token_ids, vocab_size,
-                                           next_token_ids, valid_sampled_tokens_count,
-                                           values=reads_values(sampled_token_ids))
+    batch = validate(oracle.check_next_token_padded, sampled_token_ids, discard_mask, backup_next_token_ids, vocab_size,
+                     next_token_ids, valid_sampled_tokens_count, values=reads_values(sampled_token_ids))
     width = sampled_token_ids.shape[1]
     block_b, block_s = row_block(width)
-    launch(next_token_kernel, triton.cdiv(batch, block_b), sampled_token_ids, sampled_token_ids.stride(0),
+    launch(next_token_kernel, cdiv(batch, block_b), sampled_token_ids, sampled_token_ids.stride(0),
            sampled_token_ids.stride(1), as_bytes(discard_mask.contiguous()), backup_next_token_ids.contiguous(),
            next_token_ids, valid_sampled_tokens_count, batch, width, vocab_size, BLOCK_B=block_b, BLOCK_S=block_s)
 
 
+@launcher
 @triton.jit
 def prepare_padded_kernel(cu_ptr, count_ptr, qsl_ptr, index_ptr, rejected_ptr, num_reqs, BLOCK: tl.constexpr):
     r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -79,14 +81,14 @@ def prepare_padded_kernel(cu_ptr, count_ptr, qsl_ptr, index_ptr, rejected_ptr, n
 def prepare_inputs_padded(*, cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc, num_reqs,
                           token_indices_to_sample, num_rejected_tokens):
     """See `specverify.oracles.eagle.prepare_inputs_padded`. One lane per request."""
-    oracle.check_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc,
-                                       num_reqs, token_indices_to_sample, num_rejected_tokens,
-                                       values=reads_values(query_start_loc))
-    launch(prepare_padded_kernel, triton.cdiv(num_reqs, ROWS), cu_num_draft_tokens.contiguous(),
+    validate(oracle.check_prepare_inputs_padded, cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc,
+             num_reqs, token_indices_to_sample, num_rejected_tokens, values=reads_values(query_start_loc))
+    launch(prepare_padded_kernel, cdiv(num_reqs, ROWS), cu_num_draft_tokens.contiguous(),
            valid_sampled_tokens_count.contiguous(), query_start_loc.contiguous(), token_indices_to_sample,
            num_rejected_tokens, num_reqs, BLOCK=ROWS)
 
 
+@launcher
 @triton.jit
 def verify_prepare_kernel(draft_ptr, argmax_ptr, bonus_ptr, cu_ptr, greedy_ptr, out_ptr, o_row, o_col,
                           discard_ptr, backup_ptr, qsl_ptr, next_ptr, count_ptr, index_ptr, rejected_ptr,
@@ -144,14 +146,14 @@ def verify_and_prepare_padded(*, draft_token_ids, target_argmax, bonus_token_ids
     program; output_token_ids of any strides. The values the later steps check are checked after the
     launch (`oracle.check_verified`), when values are read at all."""
     values = reads_values(cu_num_draft_tokens)
-    batch = oracle.check_verify_and_prepare(
-        draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy, max_spec_len,
+    batch = validate(
+        oracle.check_verify_and_prepare, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy, max_spec_len,
         output_token_ids, discard_mask, backup_next_token_ids, vocab_size, query_start_loc, num_reqs,
         next_token_ids, valid_sampled_tokens_count, token_indices_to_sample, num_rejected_tokens, values=values)
     columns = output_token_ids.shape[1]
     block_b, block_s = row_block(columns)
     greedy = next_token_ids if is_greedy is None else as_bytes(is_greedy.contiguous())  # placeholder when None
-    launch(verify_prepare_kernel, triton.cdiv(batch, block_b), draft_token_ids.contiguous(),
+    launch(verify_prepare_kernel, cdiv(batch, block_b), draft_token_ids.contiguous(),
            target_argmax.contiguous(), bonus_token_ids.contiguous(), cu_num_draft_tokens.contiguous(), greedy,
            output_token_ids, output_token_ids.stride(0), output_token_ids.stride(1),
            as_bytes(discard_mask.contiguous()), backup_next_token_ids.contiguous(), query_start_loc.contiguous(),
@@ -175,6 +177,7 @@ def kept_tokens(qsl_ptr, drafts_ptr, sampled_ptr, r, live):
     return qn - qs - rejected, rejected, qs
 
 
+@launcher
 @triton.jit
 def prepare_kernel(qsl_ptr, seq_ptr, drafts_ptr, sampled_ptr, new_qsl_ptr, index_ptr, new_seq_ptr, batch,
                    BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_T: tl.constexpr):
@@ -208,14 +211,16 @@ def prepare_inputs(*, query_start_loc, seq_lens, num_draft_tokens, num_sampled, 
                    token_indices, new_seq_lens):
     """See `specverify.oracles.eagle.prepare_inputs`. One program per BLOCK_ROWS requests; each sums the
     kept tokens of the requests before its own for its output offsets."""
-    batch = oracle.check_prepare_inputs(query_start_loc, seq_lens, num_draft_tokens, num_sampled,
-                                        new_query_start_loc, token_indices, new_seq_lens,
-                                        values=reads_values(query_start_loc))
-    launch(prepare_kernel, max(triton.cdiv(batch, BLOCK_ROWS), 1), query_start_loc.contiguous(),
+    batch = validate(oracle.check_prepare_inputs, query_start_loc, seq_lens, num_draft_tokens, num_sampled,
+                     new_query_start_loc, token_indices, new_seq_lens, values=reads_values(query_start_loc))
+    launch(prepare_kernel, max(cdiv(batch, BLOCK_ROWS), 1), query_start_loc.contiguous(),
            seq_lens.contiguous(), num_draft_tokens.contiguous(), num_sampled.contiguous(), new_query_start_loc,
            token_indices, new_seq_lens, batch, BLOCK_R=BLOCK_ROWS, BLOCK_S=1024, BLOCK_T=16)
 
 
+
+
+@launcher
 @triton.jit
 def copy_expand_kernel(tok_ptr, pos_ptr, next_ptr, qsl_ptr, qel_ptr, padding_id, parallel_id, P,
                        ids_ptr, out_pos_ptr, rejected_ptr, masked_ptr, new_ptr, mapping_ptr,
@@ -255,11 +260,11 @@ def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids
                            out_new_token_indices, out_hidden_state_mapping):
     """See `specverify.oracles.eagle.copy_and_expand_inputs`. One program per request, looping over
     its output span."""
-    batch, _ = oracle.check_copy_and_expand(
-        target_token_ids, target_positions, next_token_ids, query_start_loc, query_end_loc, padding_token_id,
-        parallel_drafting_token_id, P, shift_input_ids, out_input_ids, out_positions,
-        out_is_rejected_token_mask, out_is_masked_token_mask, out_new_token_indices, out_hidden_state_mapping,
-        values=reads_values(query_start_loc))
+    batch, _ = validate(oracle.check_copy_and_expand, target_token_ids, target_positions, next_token_ids,
+                        query_start_loc, query_end_loc, padding_token_id, parallel_drafting_token_id, P,
+                        shift_input_ids, out_input_ids, out_positions, out_is_rejected_token_mask,
+                        out_is_masked_token_mask, out_new_token_indices, out_hidden_state_mapping,
+                        values=reads_values(query_start_loc))
     launch(copy_expand_kernel, batch, target_token_ids.contiguous(), target_positions.contiguous(),
            next_token_ids.contiguous(), query_start_loc.contiguous(), query_end_loc.contiguous(),
            padding_token_id, parallel_drafting_token_id, P, out_input_ids, out_positions,
@@ -267,6 +272,7 @@ def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids
            out_hidden_state_mapping, SHIFT=int(shift_input_ids), BLOCK=64)
 
 
+@launcher
 @triton.jit
 def extend_kernel(qsl_ptr, seq_ptr, n, new_qsl_ptr, new_seq_ptr, batch, BLOCK: tl.constexpr):
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -278,12 +284,13 @@ def extend_kernel(qsl_ptr, seq_ptr, n, new_qsl_ptr, new_seq_ptr, batch, BLOCK: t
 
 def extend_queries(*, query_start_loc, seq_lens, N, new_query_start_loc, new_seq_lens):
     """See `specverify.oracles.eagle.extend_queries`."""
-    batch = oracle.check_extend_queries(query_start_loc, seq_lens, N, new_query_start_loc, new_seq_lens,
-                                        values=reads_values(query_start_loc))
-    launch(extend_kernel, triton.cdiv(batch + 1, ROWS), query_start_loc.contiguous(), seq_lens.contiguous(), N,
+    batch = validate(oracle.check_extend_queries, query_start_loc, seq_lens, N, new_query_start_loc, new_seq_lens,
+                     values=reads_values(query_start_loc))
+    launch(extend_kernel, cdiv(batch + 1, ROWS), query_start_loc.contiguous(), seq_lens.contiguous(), N,
            new_query_start_loc, new_seq_lens, batch, BLOCK=ROWS)
 
 
+@launcher
 @triton.jit
 def step_slot_kernel(pos_ptr, table_ptr, row_stride, col_stride, seq_ptr, block_size, max_model_len,
                      blocks, batch_size, input_batch_size, clamped_ptr, slot_ptr, BLOCK: tl.constexpr):
@@ -305,9 +312,8 @@ def step_slot_kernel(pos_ptr, table_ptr, row_stride, col_stride, seq_ptr, block_
 def step_slot_mapping(*, positions, block_table, seq_lens, block_size, max_model_len, batch_size,
                       input_batch_size, clamped_positions, slot_mapping):
     """See `specverify.oracles.eagle.step_slot_mapping`. One lane per slot; any block_table strides."""
-    oracle.check_step_slot_mapping(positions, block_table, seq_lens, block_size, max_model_len, batch_size,
-                                   input_batch_size, clamped_positions, slot_mapping,
-                                   values=reads_values(positions))
-    launch(step_slot_kernel, triton.cdiv(input_batch_size, ROWS), positions.contiguous(), block_table,
+    validate(oracle.check_step_slot_mapping, positions, block_table, seq_lens, block_size, max_model_len, batch_size,
+             input_batch_size, clamped_positions, slot_mapping, values=reads_values(positions))
+    launch(step_slot_kernel, cdiv(input_batch_size, ROWS), positions.contiguous(), block_table,
            block_table.stride(0), block_table.stride(1), seq_lens, block_size, max_model_len,
            block_table.shape[1], batch_size, input_batch_size, clamped_positions, slot_mapping, BLOCK=ROWS)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from specverify.kernels.checks import reads_values
+from specverify.kernels.checks import reads_values, validate
+from specverify.kernels.triton.launch import cdiv, launcher, next_power_of_2
 from specverify.oracles import graph as oracle
 
 TOKENS = 1024       # tokens per program (fill)
@@ -20,12 +21,13 @@ SPAN = 128          # tokens per step of a request span (step_context, dsa)
 
 def table_tile(columns: int) -> tuple[int, int]:
     """(rows, columns) of a block-table tile: up to 1024 columns per step, TILE elements."""
-    width = min(triton.next_power_of_2(max(columns, 1)), 1024)
+    width = min(next_power_of_2(max(columns, 1)), 1024)
     return max(1, TILE // width), width
 
 
 # ---------------------------------------------------------------- graph.fill_common_inputs
 
+@launcher
 @triton.jit
 def fill_kernel(ids_ptr, ids_stride, pos_ptr, pos_stride, table_ptr, table_rows, table_cols, qsl_ptr, qsl_stride,
                 q_ptr, q_stride, kv_ptr, kv_stride, pad_ptr, pad_stride, pad_len,
@@ -79,15 +81,15 @@ def fill_common_inputs(*, input_ids, position_ids, block_offsets, q_start_loc, q
                        graph_cu_seqlens):
     """See `specverify.oracles.graph.fill_common_inputs`. One launch fills every graph buffer; the
     capacity checks read shapes only."""
-    batch, blocks, tokens = oracle.check_fill_common_inputs(
-        input_ids, position_ids, block_offsets, q_start_loc, q_seqlens, kv_seqlens, pad_ids, pad_query_len,
-        graph_input_ids, graph_position_ids, graph_block_offsets, graph_qkv_lens, graph_cu_seqlens,
-        values=reads_values(input_ids))
+    batch, blocks, tokens = validate(oracle.check_fill_common_inputs, input_ids, position_ids, block_offsets,
+                                     q_start_loc, q_seqlens, kv_seqlens, pad_ids, pad_query_len, graph_input_ids,
+                                     graph_position_ids, graph_block_offsets, graph_qkv_lens, graph_cu_seqlens,
+                                     values=reads_values(input_ids))
     max_batch, max_blocks = graph_block_offsets.shape
     max_tokens = graph_input_ids.shape[0]
     rows, width = table_tile(max_blocks)
-    token_programs = triton.cdiv(max_tokens, TOKENS)
-    row_programs = triton.cdiv(max_batch, rows) if max_blocks else 0
+    token_programs = cdiv(max_tokens, TOKENS)
+    row_programs = cdiv(max_batch, rows) if max_blocks else 0
     fill_kernel[(token_programs + row_programs + 1,)](
         input_ids, input_ids.stride(0), position_ids, position_ids.stride(0),
         block_offsets, block_offsets.stride(0), block_offsets.stride(1), q_start_loc, q_start_loc.stride(0),
@@ -114,6 +116,7 @@ def query_rows(q_ptr, q_stride, hist_ptr, hist_stride, ign_ptr, ign_stride, rows
     return q, h, ign
 
 
+@launcher
 @triton.jit
 def step_context_kernel(q_ptr, q_stride, hist_ptr, hist_stride, ign_ptr, ign_stride, start_ptr, kv_out_ptr,
                         pos_ptr, cu_ptr, batch, width, divisor, UNIFORM: tl.constexpr, BLOCK_R: tl.constexpr,
@@ -162,11 +165,10 @@ def step_context(*, q_seqlens, history_lengths, num_ignored_history, uniform_lay
                  position_ids, cu_seqlens):
     """See `specverify.oracles.graph.step_context`. One launch; the uniform path takes the query length
     from the shapes (N // B) and never reads q_seqlens."""
-    batch, tokens = oracle.check_step_context(q_seqlens, history_lengths, num_ignored_history, uniform_layout,
-                                              q_start_loc, kv_seqlens, position_ids, cu_seqlens,
-                                              values=reads_values(q_seqlens))
+    batch, tokens = validate(oracle.check_step_context, q_seqlens, history_lengths, num_ignored_history, uniform_layout,
+                             q_start_loc, kv_seqlens, position_ids, cu_seqlens, values=reads_values(q_seqlens))
     width = tokens // batch if batch else 0
-    step_context_kernel[(max(triton.cdiv(batch, REQUESTS), 1),)](
+    step_context_kernel[(max(cdiv(batch, REQUESTS), 1),)](
         q_seqlens, q_seqlens.stride(0), history_lengths, history_lengths.stride(0), num_ignored_history,
         num_ignored_history.stride(0), q_start_loc, kv_seqlens, position_ids, cu_seqlens, batch, width,
         max(width, 1), UNIFORM=uniform_layout, BLOCK_R=REQUESTS, BLOCK_S=LENS, BLOCK_T=SPAN)
@@ -174,6 +176,7 @@ def step_context(*, q_seqlens, history_lengths, num_ignored_history, uniform_lay
 
 # ---------------------------------------------------------------- graph.dsa_indexer_metadata
 
+@launcher
 @triton.jit
 def dsa_kernel(q_ptr, q_stride, kv_ptr, kv_stride, cu_ptr, cu_stride, table_ptr, table_rows, table_cols,
                lens_ptr, out_table_ptr, batch, blocks, n_rows, dcp_size, dcp_rank, steps,
@@ -208,14 +211,13 @@ def dsa_kernel(q_ptr, q_stride, kv_ptr, kv_stride, cu_ptr, cu_stride, table_ptr,
 def dsa_indexer_metadata(*, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_size, dcp_rank, indexer_kv_lens,
                          expanded_block_table):
     """See `specverify.oracles.graph.dsa_indexer_metadata`. One launch over the N rows."""
-    batch, blocks = oracle.check_dsa_indexer_metadata(q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_size,
-                                                      dcp_rank, indexer_kv_lens, expanded_block_table,
-                                                      values=reads_values(q_seqlens))
+    batch, blocks = validate(oracle.check_dsa_indexer_metadata, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_size,
+                             dcp_rank, indexer_kv_lens, expanded_block_table, values=reads_values(q_seqlens))
     if batch == 0 or N == 0:
         return
     rows, width = table_tile(blocks)
     rows = min(rows, SPAN)
-    dsa_kernel[(triton.cdiv(N, rows),)](
+    dsa_kernel[(cdiv(N, rows),)](
         q_seqlens, q_seqlens.stride(0), kv_seqlens, kv_seqlens.stride(0), cu_q, cu_q.stride(0), block_offsets,
         block_offsets.stride(0), block_offsets.stride(1), indexer_kv_lens, expanded_block_table, batch, blocks, N,
         dcp_size, dcp_rank, batch.bit_length(), BLOCK_T=rows, BLOCK_C=width)
