@@ -41,13 +41,13 @@ def reads_values(tensor) -> bool:
 
 
 def signature(a: Any) -> tuple:
-    """Everything a check without value checks may read of `a`: for a torch.Tensor its shape and dtype
-    (the device stages' checks read no device, stride or contents); for a scalar or None its type and
+    """Everything a check without value checks may read of `a`: for a torch.Tensor its shape, dtype and
+    device (the checks read no stride or contents; a host input's check reads its device); for a scalar or None its type and
     value; for a list, tuple or dict its type and the signatures of its items. TypeError for anything
     else (such a call is not memoized)."""
     kind = type(a)
     if kind is Tensor:
-        return a.shape, a.dtype
+        return a.shape, a.dtype, a.device
     if kind in _SCALARS:
         return kind, a
     if kind is list or kind is tuple:
@@ -63,7 +63,7 @@ def validate(check: Callable[..., Any], *args, values: bool) -> Any:
     if values:
         return check(*args, values=True)
     try:
-        key = (check, *[(a.shape, a.dtype) if type(a) is Tensor else signature(a) for a in args])
+        key = (check, *[(a.shape, a.dtype, a.device) if type(a) is Tensor else signature(a) for a in args])
         found = _memo.get(key, _MISSING)
     except TypeError:
         return check(*args, values=False)
