@@ -29,79 +29,117 @@ def first_max(scores: torch.Tensor, owned: bool = False) -> torch.Tensor:
     return torch.where(best == -INF, numbers.view(torch.uint8).argmax(-1), index)
 
 
-def in_vocab(drafts: torch.Tensor, vocab: int):
-    """(whether each draft is an id in [0, V), the draft clamped into [0, V) as an int64 index)."""
-    safe = drafts.clamp(0, vocab - 1).long()
-    return safe == drafts, safe
+def in_vocab(drafts: torch.Tensor, vocab: int, index: bool = True):
+    """(whether each draft is an id in [0, V), the draft clamped into [0, V); int64 when `index`)."""
+    safe = drafts.clamp(0, vocab - 1)
+    return safe == drafts, (safe.long() if index else safe)
 
 
-def recovery_scores(target, draft_probs, drafts, noise, noise_at_draft, recover=None) -> torch.Tensor:
+def at_drafts(table: torch.Tensor, safe: torch.Tensor) -> torch.Tensor:
+    """table[..., safe] per position in one launch (advanced indexing takes int32 ids; no cast)."""
+    rows = table.reshape(-1, table.shape[-1])
+    return rows[constants(table.device, rows.shape[0])[:rows.shape[0]], safe.reshape(-1)].view(safe.shape)
+
+
+def recovery_scores(target, draft_probs, valid, safe, noise, noise_at_draft, greedy=None) -> torch.Tensor:
     """A new f32 table [..., V] of the oracle's scores residual * noise per token (`noise` broadcasts
-    against `target`; a new table it is may be overwritten). `recover` (bool per token, None: all) picks
-    the tokens scored so; the others keep their target row (their noise must then be 1)."""
+    against `target`; a new table it is may be overwritten). valid, safe: `in_vocab` of the drafts
+    (safe as an int64 index); `noise_at_draft()` gives the noise at each safe draft. `greedy` (bool per
+    token, None: none) picks tokens that keep their target row instead (their noise must then be 1)."""
     if draft_probs is not None:
         scores = torch.sub(target, draft_probs)
-        if recover is None:
+        if greedy is None:
             scores.clamp_min_(0)                     # NaN stays NaN, like where(diff < 0, 0, diff)
         else:
-            torch.where(recover[..., None], scores.clamp_min_(0), target, out=scores)
+            torch.where(greedy[..., None], target, scores.clamp_min_(0), out=scores)
         return scores.mul_(noise)
+    at_draft = noise_at_draft()                       # before `noise` may be overwritten below
     scores = noise.mul_(target) if noise.shape == target.shape else torch.mul(target, noise)
-    valid, safe = in_vocab(drafts, target.shape[-1])
-    if recover is not None:
-        valid = valid & recover
-    own = target.gather(-1, safe[..., None])[..., 0]
+    if greedy is not None:
+        valid = valid > greedy                        # valid and not greedy
+    own = at_drafts(target, safe)
     # the draft's own cell: 0 * noise for a valid draft (NaN under infinite noise), else unchanged
-    cell = torch.where(valid, 0, own).mul_(noise_at_draft)
+    cell = torch.where(valid, scalar(target.device, target.dtype, 0.0), own).mul_(at_draft)
     return scores.scatter_(-1, safe[..., None], cell[..., None])
 
 
-def accepts(drafts, target, draft_probs, uniform) -> torch.Tensor:
-    """Per token: a valid draft, q > 0 and f64(f32(p / q)) >= u (q = 1 without draft probs)."""
-    valid, safe = in_vocab(drafts, target.shape[-1])
-    p = target.gather(-1, safe[..., None])[..., 0]
+def accepts(valid, safe, target, draft_probs, uniform) -> torch.Tensor:
+    """Per token: a valid draft, q > 0 and f64(f32(p / q)) >= u (q = 1 without draft probs); valid, safe:
+    `in_vocab` of the drafts."""
+    p = at_drafts(target, safe)
     if draft_probs is None:
         return valid & (p >= uniform)               # compared in f64
-    q = draft_probs.gather(-1, safe[..., None])[..., 0]
+    q = at_drafts(draft_probs, safe)
     return valid & (q > 0) & (p / q >= uniform)
 
 
-def flat_cells(cu: torch.Tensor, tokens: int, width: int):
-    """The [B, width] cells of a flattened batch (T > 0): per cell (r, j) the index of request r's j-th
-    token clamped into [0, T), whether r has it (j < n[r]), and j."""
-    prev = torch.cat((cu.new_zeros(1), cu[:-1]))
-    j = torch.arange(width, device=cu.device)
-    cell = prev[:, None] + j
-    has = cell < cu[:, None]
-    return cell.clamp_(max=tokens - 1), has, j
+_CONSTANTS: dict = {}
 
 
-def emit(out, ok, values, j, rows, fill) -> torch.Tensor:
-    """Write the verified rows of `out` [B, W] from cells: ok [B, W] (every row has a cell that is not ok;
-    the first ends the row) and values [B, W]. `rows` (bool [B], None: all) picks the rows written;
-    `fill`: the rest of each written row is -1, else untouched. Returns the first cell not ok per row."""
-    first = ok.view(torch.uint8).argmin(-1)
-    written = j <= first[:, None]
-    if fill:
-        row = torch.where(written, values, PLACEHOLDER)
-        out.copy_(row if rows is None else torch.where(rows[:, None], row, out))
+def constants(device: torch.device, size: int) -> torch.Tensor:
+    """A per-device cached int64 arange of at least `size` (slices of it cost no launch). It grows only
+    outside CUDA graph capture: a warm-up call of the same or larger shapes must precede capture."""
+    ar = _CONSTANTS.get(device)
+    if ar is None or ar.shape[0] < size:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("rejection: constants grow during CUDA graph capture; warm up before capturing")
+        ar = _CONSTANTS[device] = torch.arange(max(2 * size, 4096), device=device)
+    return ar
+
+
+def scalar(device: torch.device, dtype: torch.dtype, value) -> torch.Tensor:
+    """A cached 0-dim device constant (torch.where with a Python scalar launches a fill for it)."""
+    key = (device, dtype, value)
+    if key not in _CONSTANTS:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("rejection: constants made during CUDA graph capture; warm up before capturing")
+        _CONSTANTS[key] = torch.full((), value, dtype=dtype, device=device)
+    return _CONSTANTS[key]
+
+
+def flat_grid(cu: torch.Tensor, tokens: int, width: int) -> torch.Tensor:
+    """[B, width] int64: per cell (r, j) the token start(r) + j while j < n[r], else tokens + r (row r's
+    slot in a source laid out as [one per token ..., one per request ...])."""
+    batch = cu.shape[0]
+    ar = constants(cu.device, tokens + batch + width)
+    prev = torch.cat((scalar(cu.device, cu.dtype, 0).view(1), cu[:-1]))
+    cell = prev[:, None] + ar[:width]
+    return torch.where(cell < cu[:, None], cell, ar[tokens:tokens + batch, None])
+
+
+def emit(out, ok, values, rows, fill, skip=None) -> torch.Tensor:
+    """Write verified rows of `out` [B, W] from ok (0/1) and values [B, W] (every row has a cell that is
+    not ok): a row emits its cells while ok, then the first that is not. `rows` (bool [B]) picks the
+    rows written, or `skip` (bool [B]) the rows not written, else all are; `fill`: the rest of each
+    written row is -1, else untouched. Returns the first cell not ok per row."""
+    first = ok.argmin(-1)
+    written = constants(out.device, out.shape[1])[:out.shape[1]] <= first[:, None]
+    minus = scalar(out.device, out.dtype, PLACEHOLDER)
+    if skip is not None:                            # fill=False only: written & ~skip
+        torch.where(written.gt_(skip[:, None]), values, out, out=out)
+    elif rows is None:
+        torch.where(written, values, minus if fill else out, out=out)
+    elif fill:
+        torch.where(rows[:, None], torch.where(written, values, minus), out, out=out)
     else:
-        out.copy_(torch.where(written if rows is None else written & rows[:, None], values, out))
+        torch.where(written.logical_and_(rows[:, None]), values, out, out=out)
     return first
 
 
-def verify_flat(out, cu, good, values, bonus, rows, fill) -> None:
-    """Verify a flattened batch: token t is good (accepted) or not and emits values[t] (see `emit`)."""
-    tokens = good.shape[0]
-    if tokens == 0:                                  # every row emits just its bonus
-        good, values = good.new_zeros(1), values.new_zeros(1)
-    cell, has, j = flat_cells(cu, max(tokens, 1), out.shape[1])
-    emit(out, good[cell] & has, torch.where(has, values[cell], bonus[:, None]), j, rows, fill)
+def verify_flat(out, cu, good, values, bonus, rows, fill, skip=None) -> None:
+    """Verify a flattened batch: token t is good (accepted, bool) and emits values[t]; a row's cell after
+    its drafts is its bonus (never good). One source [good | 0 per request ; values | bonus] and one
+    gather give both grids (see `emit`)."""
+    tokens, batch = good.shape[0], bonus.shape[0]
+    src = torch.empty(2, tokens + batch, dtype=out.dtype, device=out.device)
+    torch.cat((good, scalar(out.device, out.dtype, 0).expand(batch), values, bonus), out=src.view(-1))
+    grid = src[:, flat_grid(cu, tokens, out.shape[1])]
+    emit(out, grid[0], grid[1], rows, fill, skip)
 
 
 def token_requests(cu: torch.Tensor, tokens: int) -> torch.Tensor:
     """The request of every token of a flattened batch (inclusive offsets)."""
-    return torch.searchsorted(cu, torch.arange(tokens, dtype=cu.dtype, device=cu.device), right=True)
+    return torch.searchsorted(cu, constants(cu.device, tokens)[:tokens], right=True)
 
 
 def greedy(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
@@ -121,10 +159,11 @@ def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_le
                             target_probs, recovered_token_ids, uniform_probs, is_greedy, output_token_ids,
                             values=reads_values(cu_num_draft_tokens))
     if batch:
-        accepted = accepts(draft_token_ids, target_probs, draft_probs, uniform_probs)
+        accepted = accepts(*in_vocab(draft_token_ids, target_probs.shape[-1], index=False), target_probs,
+                           draft_probs, uniform_probs)
         verify_flat(output_token_ids, cu_num_draft_tokens, accepted,
-                    torch.where(accepted, draft_token_ids, recovered_token_ids), bonus_token_ids, ~is_greedy,
-                    fill=False)
+                    torch.where(accepted, draft_token_ids, recovered_token_ids), bonus_token_ids, None,
+                    fill=False, skip=is_greedy)
 
 
 def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids):
@@ -135,9 +174,8 @@ def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs
     if tokens:
         request = token_requests(cu_num_draft_tokens, tokens)
         noise = inv_q.index_select(0, request)
-        _, safe = in_vocab(draft_token_ids, inv_q.shape[1])
-        scores = recovery_scores(target_probs, draft_probs, draft_token_ids, noise,
-                                 noise.gather(1, safe[:, None])[:, 0])
+        valid, safe = in_vocab(draft_token_ids, inv_q.shape[1])
+        scores = recovery_scores(target_probs, draft_probs, valid, safe, noise, lambda: at_drafts(noise, safe))
         recovered_token_ids.copy_(first_max(scores, owned=True))
 
 
@@ -157,30 +195,36 @@ def sample(*, draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, t
         accepted = drafts == alternatives
     else:
         request = token_requests(cu_num_draft_tokens, tokens)
-        recover = ~is_greedy[request]
+        greedy_token = is_greedy[request]
         # greedy tokens take a row of ones as their noise: target * 1 is the target, bit for bit
-        noise_rows = torch.cat((inv_q, inv_q.new_ones(1, inv_q.shape[1])))
-        noise = noise_rows.index_select(0, torch.where(recover, request, batch))
-        _, safe = in_vocab(drafts, inv_q.shape[1])
-        scores = recovery_scores(target_probs, draft_probs, drafts, noise, noise.gather(1, safe[:, None])[:, 0],
-                                 recover)
+        dev = inv_q.device
+        noise_rows = torch.cat((inv_q, scalar(dev, inv_q.dtype, 1.0).expand(1, inv_q.shape[1])))
+        noise = noise_rows.index_select(0, torch.where(greedy_token, constants(dev, batch + 1)[batch], request))
+        valid, safe = in_vocab(drafts, inv_q.shape[1])
+        scores = recovery_scores(target_probs, draft_probs, valid, safe, noise, lambda: at_drafts(noise, safe),
+                                 greedy_token)
         alternatives = first_max(scores, owned=True)
-        accepted = torch.where(recover, accepts(drafts, target_probs, draft_probs, uniform_probs),
-                               drafts == alternatives)
+        accepted = torch.where(greedy_token, drafts == alternatives,
+                               accepts(valid, safe, target_probs, draft_probs, uniform_probs))
     verify_flat(output_token_ids, cu_num_draft_tokens, accepted, torch.where(accepted, drafts, alternatives),
                 bonus_token_ids, None, fill=True)
 
 
 def emit_padded(good, values, bonus, rows, output_token_ids, num_rejected_tokens, last_token_ids) -> None:
-    """Verify padded rows from good and values [B, K] (see `emit`) and write the selected rows in full."""
-    k = good.shape[1]
-    cells = torch.cat((values, bonus[:, None]), 1)
-    ok = torch.cat((good, good.new_zeros(good.shape[0], 1)), 1)
-    first = emit(output_token_ids, ok, cells, torch.arange(k + 1, device=good.device), rows, fill=True)
-    rejected = torch.sub(k, first)
-    last = cells.gather(1, first[:, None])[:, 0]
-    num_rejected_tokens.copy_(rejected if rows is None else torch.where(rows, rejected, num_rejected_tokens))
-    last_token_ids.copy_(last if rows is None else torch.where(rows, last, last_token_ids))
+    """Verify padded rows from good and values [B, K] (see `emit`; slot K is the bonus, never good) and
+    write the picked rows in full. One packed [ok | values] table serves both grids."""
+    batch, k = good.shape
+    dev = good.device
+    packed = torch.cat((good, scalar(dev, torch.int64, 0).expand(batch, 1), values, bonus[:, None]), 1)
+    cells = packed[:, k + 1:]
+    first = emit(output_token_ids, packed[:, :k + 1], cells, rows, fill=True)
+    if rows is None:
+        torch.sub(scalar(dev, torch.int64, k), first, out=num_rejected_tokens)
+        torch.gather(cells, 1, first[:, None], out=last_token_ids[:, None])
+    else:
+        torch.where(rows, torch.sub(scalar(dev, torch.int64, k), first), num_rejected_tokens,
+                    out=num_rejected_tokens)
+        torch.where(rows, cells.gather(1, first[:, None])[:, 0], last_token_ids, out=last_token_ids)
 
 
 def greedy_padded(*, draft_token_ids, target_argmax, bonus_token_ids, is_greedy, output_token_ids,
@@ -206,13 +250,14 @@ def sample_padded(*, draft_token_ids, draft_probs, target_probs, bonus_token_ids
         alternatives = first_max(target_probs)
         accepted = drafts == alternatives
     else:
-        recover = ~is_greedy[:, None].expand(batch, k)
-        noise = torch.where(recover[:, :1], inv_q, 1)[:, None, :]
-        _, safe = in_vocab(drafts, inv_q.shape[1])
-        scores = recovery_scores(target_probs, draft_probs, drafts, noise, noise[:, 0].gather(1, safe), recover)
+        greedy_token = is_greedy[:, None].expand(batch, k)
+        noise = torch.where(is_greedy[:, None], scalar(inv_q.device, inv_q.dtype, 1.0), inv_q)[:, None, :]
+        valid, safe = in_vocab(drafts, inv_q.shape[1])
+        scores = recovery_scores(target_probs, draft_probs, valid, safe, noise,
+                                 lambda: noise[:, 0].gather(1, safe), greedy_token)
         alternatives = first_max(scores, owned=True)
-        accepted = torch.where(recover, accepts(drafts, target_probs, draft_probs, uniform_probs),
-                               drafts == alternatives)
+        accepted = torch.where(greedy_token, drafts == alternatives,
+                               accepts(valid, safe, target_probs, draft_probs, uniform_probs))
     emit_padded(accepted, torch.where(accepted, drafts, alternatives), bonus_token_ids, None,
                 output_token_ids, num_rejected_tokens, last_token_ids)
 
