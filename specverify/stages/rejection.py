@@ -108,7 +108,7 @@ not inclusive offsets ending at T, a request with more than `max_spec_len` draft
     invalid=draw.greedy_invalid,
     rows=draw.greedy_table,
     impls=kernels("rejection", "greedy"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 11},
 )
 
 
@@ -175,7 +175,7 @@ float32 [T, V] of equal shape, uniforms not float64 [T].""",
     invariants=draw.random_invariants,
     rows=draw.random_table,
     impls=kernels("rejection", "random"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 20},
 )
 
 
@@ -233,7 +233,7 @@ float32 [T, V] of equal shape, `inv_q` not float32 [B, V].""",
     invariants=draw.recovered_invariants,
     rows=draw.recovered_table,
     impls=kernels("rejection", "recovered"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 15},
 )
 
 
@@ -285,7 +285,7 @@ and length T, a replace value that is not a number, a float replace value for in
     invalid=draw.expand_invalid,
     rows=draw.expand_table,
     impls=kernels("rejection", "expand"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 5},
 )
 
 
@@ -353,7 +353,7 @@ float32 [B, V] (None included).""",
     invariants=draw.sample_invariants,
     rows=draw.sample_table,
     impls=kernels("rejection", "sample"),
-    launches={"triton": 2},
+    launches={"triton": 2, "torch": 37},
 )
 
 
@@ -418,7 +418,7 @@ Invalid: draft or bonus ids below -1, an argmax below 0, any field of the wrong 
     invalid=draw.greedy_padded_invalid,
     rows=draw.padded_table,
     impls=kernels("rejection", "greedy_padded"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 10},
 )
 
 
@@ -486,7 +486,7 @@ missing noise while `is_greedy` is given.""",
     invariants=draw.sample_padded_invariants,
     rows=draw.padded_table,
     impls=kernels("rejection", "sample_padded"),
-    launches={"triton": 2},
+    launches={"triton": 2, "torch": 29},
 )
 
 STAGES = (GREEDY, RANDOM, RECOVERED, EXPAND, SAMPLE, GREEDY_PADDED, SAMPLE_PADDED)
