@@ -3,56 +3,74 @@ outside checked mode (sizes come from buffer shapes, never from tensor values)."
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.layout import masked_store
+from specverify.kernels.torch.layout import iota, masked_store, pair_rows, scalar
 from specverify.oracles import eagle as oracle
 
 
 def next_token_padded(*, sampled_token_ids, discard_mask, backup_next_token_ids, vocab_size,
                       next_token_ids, valid_sampled_tokens_count):
-    """See `specverify.oracles.eagle.next_token_padded`."""
+    """See `specverify.oracles.eagle.next_token_padded`. The last valid id is one row max of a key
+    (column + 1) * 2**32 + id over valid entries (the backup elsewhere): its low 32 bits are the id."""
     oracle.check_next_token_padded(sampled_token_ids, discard_mask, backup_next_token_ids, vocab_size,
                                    next_token_ids, valid_sampled_tokens_count,
                                    values=reads_values(sampled_token_ids))
     tok = sampled_token_ids
-    valid = (tok != oracle.PLACEHOLDER) & (tok < vocab_size) & ~discard_mask[:, None]
-    # column 0 of the padded row stands for "no valid id"; valid ids sit at their column + 1
-    cols = torch.arange(1, tok.shape[1] + 1, device=tok.device)
-    last = F.pad(torch.where(valid, cols, 0), (1, 0)).amax(dim=1, keepdim=True)
-    picked = F.pad(tok, (1, 0)).gather(1, last).squeeze(1)
-    count = valid.sum(dim=1)
-    next_token_ids.copy_(torch.where(count > 0, picked, backup_next_token_ids))
-    valid_sampled_tokens_count.copy_(count)
+    batch, width = tok.shape
+    if batch == 0:
+        return
+    if width == 0:
+        next_token_ids.copy_(backup_next_token_ids)
+        valid_sampled_tokens_count.zero_()
+        return
+    lower = discard_mask[:, None] * vocab_size          # a discarded row has no id in [V, V)
+    valid = (tok >= lower) & (tok < vocab_size)
+    torch.sum(valid, dim=1, dtype=valid_sampled_tokens_count.dtype, out=valid_sampled_tokens_count)
+    key = torch.add(tok, iota(width + 1, tok)[1:], alpha=2**32)
+    best = torch.where(valid, key, backup_next_token_ids[:, None]).amax(dim=1)
+    next_token_ids.copy_(best)   # int64 -> int32 keeps the low 32 bits: the id, or the backup
+
+
+def rejected_into(out: torch.Tensor, drafts: torch.Tensor, emitted: torch.Tensor) -> None:
+    """out = n + 1 - emitted where n > 0, else 0, for emitted in [0, n + 1] (valid inputs): written as
+    n + min(1 - emitted, n), three launches and no branch."""
+    torch.add(drafts, torch.minimum(1 - emitted, drafts), out=out)
 
 
 def prepare_inputs_padded(*, cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc, num_reqs,
                           token_indices_to_sample, num_rejected_tokens):
-    """See `specverify.oracles.eagle.prepare_inputs_padded`."""
+    """See `specverify.oracles.eagle.prepare_inputs_padded`. Rows from num_reqs on are never written."""
     oracle.check_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc,
                                        num_reqs, token_indices_to_sample, num_rejected_tokens,
                                        values=reads_values(query_start_loc))
-    cu = cu_num_draft_tokens[:num_reqs].long()
-    counts = torch.diff(cu, prepend=cu.new_zeros(1))
-    rejected = oracle.rejected_tokens(counts, valid_sampled_tokens_count[:num_reqs].long())
-    num_rejected_tokens[:num_reqs] = rejected
-    token_indices_to_sample[:num_reqs] = query_start_loc[1:num_reqs + 1].long() - 1 - rejected
+    if num_reqs == 0:
+        return
+    cu = cu_num_draft_tokens[:num_reqs]
+    counts = torch.empty_like(cu)
+    counts[:1] = cu[:1]
+    torch.sub(cu[1:], cu[:-1], out=counts[1:])
+    rejected = num_rejected_tokens[:num_reqs]
+    rejected_into(rejected, counts, valid_sampled_tokens_count[:num_reqs])
+    torch.sub(query_start_loc[1:num_reqs + 1] - 1, rejected, out=token_indices_to_sample[:num_reqs])
 
 
 def prepare_inputs(*, query_start_loc, seq_lens, num_draft_tokens, num_sampled, new_query_start_loc,
                    token_indices, new_seq_lens):
-    """See `specverify.oracles.eagle.prepare_inputs`. The number of kept tokens is token_indices' length."""
+    """See `specverify.oracles.eagle.prepare_inputs`. The number of kept tokens is token_indices' length;
+    kept token t of request r sits at t + (tokens rejected before r)."""
     oracle.check_prepare_inputs(query_start_loc, seq_lens, num_draft_tokens, num_sampled, new_query_start_loc,
                                 token_indices, new_seq_lens, values=reads_values(query_start_loc))
-    qsl = query_start_loc.long()
-    rejected = oracle.rejected_tokens(num_draft_tokens.long(), num_sampled.long())
-    new_qsl = F.pad(torch.cumsum(torch.diff(qsl) - rejected, 0), (1, 0))
-    tokens = torch.arange(token_indices.shape[0], device=qsl.device)
-    request = torch.searchsorted(new_qsl[1:], tokens, right=True)
-    new_query_start_loc.copy_(new_qsl)
-    token_indices.copy_(qsl[request] + tokens - new_qsl[request])
-    new_seq_lens.copy_(seq_lens.long() - rejected)
+    batch = seq_lens.shape[0]
+    rejected = pair_rows(batch + 1, seq_lens)       # both rows: 0, then the rejected count of each request
+    rejected[:, 0] = 0
+    rejected_into(rejected[:, 1:], num_draft_tokens.expand(2, batch), num_sampled)
+    before = torch.cumsum(rejected, dim=1)[0]        # tokens rejected before each request, then in all
+    torch.sub(query_start_loc, before, out=new_query_start_loc)
+    torch.sub(seq_lens, rejected[0, 1:], out=new_seq_lens)
+    tokens = iota(token_indices.shape[0], token_indices, new_query_start_loc.dtype)
+    request = torch.searchsorted(new_query_start_loc[1:], tokens, right=True)
+    torch.add(tokens, before[request], out=token_indices)
 
 
 def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids, query_start_loc,
@@ -102,25 +120,29 @@ def extend_queries(*, query_start_loc, seq_lens, N, new_query_start_loc, new_seq
     """See `specverify.oracles.eagle.extend_queries`."""
     oracle.check_extend_queries(query_start_loc, seq_lens, N, new_query_start_loc, new_seq_lens,
                                 values=reads_values(query_start_loc))
-    steps = torch.arange(query_start_loc.shape[0], device=query_start_loc.device, dtype=query_start_loc.dtype)
-    new_query_start_loc.copy_(query_start_loc + steps * N)
-    new_seq_lens.copy_(seq_lens + N)
+    steps = iota(query_start_loc.shape[0], query_start_loc, query_start_loc.dtype)
+    torch.add(query_start_loc, steps, alpha=N, out=new_query_start_loc)
+    torch.add(seq_lens, N, out=new_seq_lens)
 
 
 def step_slot_mapping(*, positions, block_table, seq_lens, block_size, max_model_len, batch_size,
                       input_batch_size, clamped_positions, slot_mapping):
-    """See `specverify.oracles.eagle.step_slot_mapping`. Slots are computed in int64."""
+    """See `specverify.oracles.eagle.step_slot_mapping`. Slots are computed in int64; rows from
+    batch_size on get slot -1 and nothing else."""
     oracle.check_step_slot_mapping(positions, block_table, seq_lens, block_size, max_model_len, batch_size,
                                    input_batch_size, clamped_positions, slot_mapping,
                                    values=reads_values(positions))
-    real = slice(0, batch_size)
-    p = positions[real].long() + 1
-    exceeded = p >= max_model_len
-    cp = torch.where(exceeded, 0, p)
-    block = (cp // block_size).clamp(max=block_table.shape[1] - 1)
-    rows = torch.arange(batch_size, device=positions.device)
-    slot = block_table[rows, block].long() * block_size + cp % block_size
-    clamped_positions[real] = cp
-    slot_mapping[real] = torch.where(exceeded, -1, slot)
     slot_mapping[batch_size:] = -1
-    seq_lens[real] = torch.where(exceeded, 1, seq_lens[real].long() + 1).clamp(max=max_model_len)
+    if batch_size == 0:
+        return
+    real = slice(0, batch_size)
+    ahead = positions[real] + 1                           # fits: positions are below the dtype's max
+    exceeded = ahead >= max_model_len
+    torch.where(exceeded, scalar(0, ahead), ahead, out=clamped_positions[real])
+    size = iota(block_size + 1, positions)[block_size:]    # [block_size] in int64: the quotient and
+    block = torch.div(ahead, size, rounding_mode="floor").clamp_(max=block_table.shape[1] - 1)
+    base = block_table[iota(batch_size, positions), block]
+    slot = torch.add(ahead % size, base, alpha=block_size)   # remainder promote to int64
+    torch.where(exceeded, scalar(-1, slot), slot, out=slot_mapping[real])
+    grown = torch.where(exceeded, 1, seq_lens[real] + 1)
+    torch.clamp(grown, max=max_model_len, out=seq_lens[real])
