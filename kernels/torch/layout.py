@@ -67,3 +67,17 @@ def scalar(value: int, like: torch.Tensor, dtype: torch.dtype = torch.long) -> t
         if not (like.is_cuda and torch.cuda.is_current_stream_capturing()):
             _SCALARS[key] = cached
     return cached
+
+
+_CONSTANTS: dict = {}
+
+
+def constant(name: str, like: torch.Tensor, make) -> torch.Tensor:
+    """A small read-only tensor `make(device)` cached per device under `name` (cached like `iota`)."""
+    key = (like.device, name)
+    cached = _CONSTANTS.get(key)
+    if cached is None:
+        cached = make(like.device)
+        if not (like.is_cuda and torch.cuda.is_current_stream_capturing()):
+            _CONSTANTS[key] = cached
+    return cached
