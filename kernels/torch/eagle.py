@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.layout import iota, masked_store, pair_rows, scalar
+from specverify.kernels.torch.layout import iota, pair_rows, scalar
 from specverify.oracles import eagle as oracle
 
 
@@ -73,12 +73,23 @@ def prepare_inputs(*, query_start_loc, seq_lens, num_draft_tokens, num_sampled, 
     torch.add(tokens, before[request], out=token_indices)
 
 
+def put_live(out: torch.Tensor, live: torch.Tensor, values: torch.Tensor) -> None:
+    """out[live] = values[live], every other element written back as it was (no sync, one launch when
+    the dtypes agree, two when values must be cast)."""
+    if values.dtype == out.dtype:
+        torch.where(live, values, out, out=out)
+    else:
+        out.copy_(torch.where(live, values, out))
+
+
 def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids, query_start_loc,
                            query_end_loc, padding_token_id, parallel_drafting_token_id, P, shift_input_ids,
                            out_input_ids, out_positions, out_is_rejected_token_mask, out_is_masked_token_mask,
                            out_new_token_indices, out_hidden_state_mapping):
     """See `specverify.oracles.eagle.copy_and_expand_inputs`. Works over the whole output buffer and
-    masks off what lies past the requests' spans."""
+    writes back the old value past the requests' spans. Output slot `o` of request r (span from out0[r]
+    = qs + r*(P - shift)) is classified by e = o + shift - (qe + r*(P - shift)): e <= 0 a kept target
+    token (source qe + e), e == 1 the next token, 1 < e <= P a parallel slot, e > P a rejected one."""
     batch, tokens = oracle.check_copy_and_expand(
         target_token_ids, target_positions, next_token_ids, query_start_loc, query_end_loc, padding_token_id,
         parallel_drafting_token_id, P, shift_input_ids, out_input_ids, out_positions,
@@ -86,34 +97,29 @@ def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids
         values=reads_values(query_start_loc))
     if batch == 0:
         return
-    device = query_start_loc.device
     shift = int(shift_input_ids)
-    qsl, qe = query_start_loc.long(), query_end_loc.long()
-    qs = qsl[:-1]
-    kept = qe - qs + 1 - shift
-    out_starts = qsl + torch.arange(batch + 1, device=device) * (P - shift)   # out0 per request, then the end
-    # every output slot: its request and its offset j in that request's span
-    slots = torch.arange(out_input_ids.shape[0], device=device)
-    r = torch.searchsorted(out_starts[1:], slots, right=True).clamp(max=batch - 1)
-    j, k = slots - out_starts[r], kept[r]
-    live = slots < out_starts[-1]
-    source = (qs[r] + shift + j).clamp(0, max(tokens - 1, 0))
-    rejected = j >= k + P
-    masked = (j > k) & (j < k + P)
-    ids = torch.where(j < k, target_token_ids[source].long(), next_token_ids.long()[r])
-    ids = torch.where(masked, parallel_drafting_token_id, ids)
-    ids = torch.where(rejected, padding_token_id, ids)
-    masked_store(out_input_ids, live, ids)
-    masked_store(out_positions, live, torch.where(rejected, 0, target_positions.long()[qs[r]] + j))
-    # bool buffers as bytes (see masked_store)
-    masked_store(out_is_rejected_token_mask.view(torch.uint8), live, rejected)
-    masked_store(out_is_masked_token_mask.view(torch.uint8), live, masked)
-    new = out_starts[:-1, None] + kept[:, None] + torch.arange(P, device=device)
-    out_new_token_indices.copy_(new.reshape(-1))
+    step = P - shift
+    size = out_input_ids.shape[0]
+    qsl, qe = query_start_loc, query_end_loc
+    out0 = torch.add(qsl, iota(batch + 1, qsl), alpha=step)                 # then the spans' end
+    ends = torch.add(qe, iota(batch, qe), alpha=step)                      # qe + r*(P - shift)
+    torch.add(ends[:, None], iota(P + 1, qe)[1 - shift:P + 1 - shift], out=out_new_token_indices.view(batch, P))
+    slots = iota(size + 1, qsl)
+    request = torch.searchsorted(out0[1:batch], slots[:size], right=True)
+    e = slots[shift:size + shift] - ends[request]
+    live = slots[:size] < out0[batch:]
+    rejected = e > P
+    put_live(out_is_rejected_token_mask, live, rejected)
+    put_live(out_is_masked_token_mask, live, (e > 1) ^ rejected)
+    start = target_positions[qsl[:batch]] - out0[:batch]                   # position = start[r] + o
+    put_live(out_positions, live, torch.where(rejected, 0, start[request] + slots[:size]))
+    source = target_token_ids[qe[request] + e.clamp(max=0)]
+    ids = torch.where(e == 1, next_token_ids[request], torch.where(rejected, padding_token_id,
+                                                                   parallel_drafting_token_id))
+    put_live(out_input_ids, live, torch.where(e <= 0, source, ids))
     if shift_input_ids:
-        sources = torch.arange(tokens, device=device)
-        owner = torch.searchsorted(qsl[1:], sources, right=True).clamp(max=batch - 1)
-        masked_store(out_hidden_state_mapping, sources < qsl[-1], out_starts[owner] + sources - qs[owner])
+        owner = torch.searchsorted(qsl[1:batch].contiguous(), slots[:tokens], right=True)
+        put_live(out_hidden_state_mapping, slots[:tokens] < qsl[batch:], (out0 - qsl)[owner] + slots[:tokens])
 
 
 def extend_queries(*, query_start_loc, seq_lens, N, new_query_start_loc, new_seq_lens):
