@@ -51,7 +51,6 @@ def element_index(rows: torch.Tensor, target: torch.Tensor, block_size: int) -> 
     """[T, H, D] flat element offsets of each target slot's rows in `rows`' storage run."""
     s_block, s_offset, s_head, s_dim = rows.stride()
     _, _, heads, dim = rows.shape
-    target = target.long()
     block = torch.div(target, block_size, rounding_mode="floor")
     base = torch.add(target * s_offset, block, alpha=s_block - block_size * s_offset)
     inner = torch.add(iota(dim, target) * s_dim, iota(heads, target)[:, None], alpha=s_head)
@@ -81,10 +80,11 @@ def commit_draft(*, key, value, slot_mapping, accepted_mask, layout, k_scale, v_
         view, merged = row_view(rows)
         if merged:
             index = target
-        else:   # one flat index per distinct stride set
+        else:   # one flat index (int64: offsets can pass 2**31) per distinct stride set
             index = indexes.get(rows.stride())
             if index is None:
-                index = indexes[rows.stride()] = element_index(rows, target, block_size).view(-1)
+                wide = indexes.setdefault("int64", target.long())
+                index = indexes[rows.stride()] = element_index(rows, wide, block_size).view(-1)
         torch.index_select(view, 0, index, out=old[i] if merged else old[i].view(-1))
         places.append((view, index, merged))
     delta = torch.where(written[:, None, None], new - old, 0)

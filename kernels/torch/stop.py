@@ -9,6 +9,13 @@ from specverify.kernels.torch.layout import iota, scalar
 from specverify.oracles import stop as oracle
 
 
+def first_stop_hit(tokens: torch.Tensor, stop_ids: torch.Tensor, budget: torch.Tensor) -> torch.Tensor:
+    """[B]: min(1 + the first column whose token is one of its row's stop ids, budget)."""
+    match = tokens[:, :, None] == stop_ids[:, None, :]
+    key = torch.where(match, iota(tokens.shape[1] + 1, tokens)[1:, None], budget[:, None, None])
+    return key.amin(dim=(1, 2))
+
+
 def spec_stopping(*, output_token_ids, num_rejected_tokens, num_appendable, stop_ids, stop_pos, stopped,
                   new_num_appendable):
     """See `specverify.oracles.stop.spec_stopping`. One row min of a 1-based key gives the first stop:
@@ -27,9 +34,7 @@ def spec_stopping(*, output_token_ids, num_rejected_tokens, num_appendable, stop
         emitted = width - num_rejected_tokens
     first = budget
     if stop_ids is not None and stop_ids.shape[1] > 0:
-        match = tokens[:, :, None] == stop_ids[:, None, :]
-        key = torch.where(match, iota(width + 1, tokens)[1:, None], budget[:, None, None])
-        first = key.amin(dim=(1, 2))
+        first = first_stop_hit(tokens, stop_ids, budget)
     first = first.clamp(min=1)                           # 1-based: a budget <= 0 stops at the first token
     torch.le(first, emitted, out=stopped)
     torch.addcmul(scalar(-1, first), first, stopped, out=stop_pos)          # first - 1, or -1
