@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 IGNORED = frozenset((

@@ -145,10 +145,10 @@ def step_slot_mapping(*, positions, block_table, seq_lens, block_size, max_model
     ahead = positions[real] + 1                           # fits: positions are below the dtype's max
     exceeded = ahead >= max_model_len
     torch.where(exceeded, scalar(0, ahead), ahead, out=clamped_positions[real])
-    size = iota(block_size + 1, positions)[block_size:]    # [block_size] in int64: the quotient and
+    size = iota(block_size + 1, positions)[block_size:]    # [block_size], int64: the quotient and the
     block = torch.div(ahead, size, rounding_mode="floor").clamp_(max=block_table.shape[1] - 1)
     base = block_table[iota(batch_size, positions), block]
-    slot = torch.add(ahead % size, base, alpha=block_size)   # remainder promote to int64
+    slot = torch.add(ahead % size, base, alpha=block_size)   # remainder come out in int64
     torch.where(exceeded, scalar(-1, slot), slot, out=slot_mapping[real])
     grown = torch.where(exceeded, 1, seq_lens[real] + 1)
     torch.clamp(grown, max=max_model_len, out=seq_lens[real])

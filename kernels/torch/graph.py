@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.layout import constant, iota, pair_rows, scalar
+from specverify.kernels.torch.layout import constant, iota, scalar
 from specverify.oracles import graph as oracle
 
 
