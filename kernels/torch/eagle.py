@@ -112,14 +112,17 @@ def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids
     put_live(out_is_rejected_token_mask, live, rejected)
     put_live(out_is_masked_token_mask, live, (e > 1) ^ rejected)
     start = target_positions[qsl[:batch]] - out0[:batch]                   # position = start[r] + o
-    put_live(out_positions, live, torch.where(rejected, 0, start[request] + slots[:size]))
+    position = torch.add(start[request], slots[:size], out=torch.empty_like(out_positions))   # cast by add
+    put_live(out_positions, live, torch.where(rejected, scalar(0, position, position.dtype), position))
     source = target_token_ids[qe[request] + e.clamp(max=0)]
-    ids = torch.where(e == 1, next_token_ids[request], torch.where(rejected, padding_token_id,
-                                                                   parallel_drafting_token_id))
+    dtype = target_token_ids.dtype
+    fill = torch.where(rejected, scalar(padding_token_id, qe, dtype), scalar(parallel_drafting_token_id, qe, dtype))
+    ids = torch.where(e == 1, next_token_ids[request], fill)
     put_live(out_input_ids, live, torch.where(e <= 0, source, ids))
     if shift_input_ids:
         owner = torch.searchsorted(qsl[1:batch].contiguous(), slots[:tokens], right=True)
-        put_live(out_hidden_state_mapping, slots[:tokens] < qsl[batch:], (out0 - qsl)[owner] + slots[:tokens])
+        mapping = torch.add((out0 - qsl)[owner], slots[:tokens], out=torch.empty_like(out_hidden_state_mapping))
+        put_live(out_hidden_state_mapping, slots[:tokens] < qsl[batch:], mapping)
 
 
 def extend_queries(*, query_start_loc, seq_lens, N, new_query_start_loc, new_seq_lens):
