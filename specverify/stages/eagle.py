@@ -66,7 +66,7 @@ Invalid: ids below -1, `vocab_size` below 1, a 1-D `sampled_token_ids`, wrong dt
     invalid=draw.next_token_invalid,
     rows=draw.next_token_table,
     impls=kernels("eagle", "next_token_padded"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 9},
 )
 
 
@@ -118,7 +118,7 @@ decreasing, wrong dtypes or lengths.""",
     invalid=draw.prepare_padded_invalid,
     rows=draw.prepare_padded_table,
     impls=kernels("eagle", "prepare_inputs_padded"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 7},
 )
 
 
@@ -262,7 +262,7 @@ length is not the sum of q', wrong dtypes or lengths.""",
     invalid=draw.prepare_invalid,
     rows=draw.prepare_table,
     impls=kernels("eagle", "prepare_inputs"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 10},
 )
 
 
@@ -347,7 +347,7 @@ do not fit the id dtype, P below 1, `shift_input_ids` not a bool, wrong dtypes o
     invalid=draw.copy_expand_invalid,
     rows=draw.copy_expand_table,
     impls=kernels("eagle", "copy_and_expand_inputs"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 35},
 )
 
 
@@ -391,7 +391,7 @@ a Python int, results that do not fit the dtype.""",
     valid=draw.extend_valid,
     invalid=draw.extend_invalid,
     impls=kernels("eagle", "extend_queries"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 2},
 )
 
 
@@ -458,7 +458,7 @@ whose slot overflows int64, wrong dtypes or lengths.""",
     invalid=draw.step_invalid,
     rows=draw.step_table,
     impls=kernels("eagle", "step_slot_mapping"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 13},
 )
 
 STAGES = (NEXT_TOKEN_PADDED, PREPARE_INPUTS_PADDED, VERIFY_AND_PREPARE_PADDED, PREPARE_INPUTS, COPY_AND_EXPAND_INPUTS, EXTEND_QUERIES,

@@ -65,7 +65,7 @@ FILL_COMMON_INPUTS = Stage(
     rows=draw.fill_table,
     worked=draw.fill_worked,
     impls=kernels("graph", "fill_common_inputs"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 10},
 )
 
 STEP_CONTEXT = Stage(
@@ -104,7 +104,7 @@ STEP_CONTEXT = Stage(
     rows=draw.step_table,
     worked=draw.step_worked,
     impls=kernels("graph", "step_context"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 10},
 )
 
 DSA_INDEXER_METADATA = Stage(
@@ -147,7 +147,7 @@ DSA_INDEXER_METADATA = Stage(
     rows=draw.dsa_table,
     worked=draw.dsa_worked,
     impls=kernels("graph", "dsa_indexer_metadata"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 12},
 )
 
 STAGES = (FILL_COMMON_INPUTS, STEP_CONTEXT, DSA_INDEXER_METADATA)

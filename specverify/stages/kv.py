@@ -38,7 +38,7 @@ COMMIT_DRAFT = Stage(
     invariants=draw.commit_invariants,
     rows=draw.commit_table,
     impls=kernels("kv", "commit_draft"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 27},
     semantics=(
         "A token is written when it is accepted and its slot is not -1. Its slot names a block "
         "(slot // block_size) and an offset in it (slot % block_size); its [H, D] key goes to "

@@ -141,7 +141,7 @@ outputs of the wrong dtype or length.""",
     invalid=draw.spec_metadata_invalid,
     rows=draw.spec_metadata_table,
     impls=kernels("output", "spec_metadata"),
-    launches={"triton": 2},
+    launches={"triton": 2, "torch": 9},
 )
 
 STAGES = (PARSE, SPEC_METADATA)

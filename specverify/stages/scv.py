@@ -31,7 +31,7 @@ ACCEPTANCE_MASK = Stage(
     invariants=draw.acceptance_invariants,
     rows=draw.acceptance_table,
     impls=kernels("scv", "acceptance_mask"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 10},
     semantics=(
         "Each request's drafts (its span of the flattened arrays, from the inclusive offsets) are accepted "
         "in order while the draft equals the target id and is not -1; the first other draft ends the "
