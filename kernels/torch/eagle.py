@@ -172,5 +172,5 @@ def step_slot_mapping(*, positions, block_table, seq_lens, block_size, max_model
     base = block_table[iota(batch_size, positions), block]
     slot = torch.add(ahead % size, base, alpha=block_size)   # remainder come out in int64
     torch.where(exceeded, scalar(-1, slot), slot, out=slot_mapping[real])
-    grown = torch.where(exceeded, 1, seq_lens[real] + 1)
+    grown = torch.where(exceeded, scalar(1, seq_lens), seq_lens[real] + 1)
     torch.clamp(grown, max=max_model_len, out=seq_lens[real])

@@ -16,7 +16,6 @@ i32, i64 = np.int32, np.int64
 
 QSL = "exclusive offsets: request r's query is qsl[r] .. qsl[r+1] - 1"
 DTYPES = "Index fields are drawn int32 or int64 independently."
-TORCH_VERIFY_PREPARE = 96   # the three Torch kernels in turn: 79 aten calls (CPU count); CUDA count to confirm
 
 
 # ---------------------------------------------------------------- eagle.next_token_padded
@@ -207,7 +206,7 @@ the composition.""",
     invalid=draw.verify_prepare_invalid,
     rows=draw.verify_prepare_table,
     impls=kernels("eagle", "verify_and_prepare_padded"),
-    launches={"triton": 1, "torch": TORCH_VERIFY_PREPARE},
+    launches={"triton": 1, "torch": 27},   # Torch: the three kernels in turn (11 + 9 + 7)
     bench=draw.verify_prepare_bench,
 )
 
