@@ -2,8 +2,10 @@
 
 Acceptance: each draft matches the target with probability ACCEPT (0.7), independently, so a request's
 accepted prefix is geometric, cut at K, as engines report for EAGLE-style drafters. Probability tables
-are softmax rows of random logits; a large table is made of a pool of distinct rows, each copy rotated by
-its own random shift (every row differs, and generating 3 GB takes about as long as copying it).
+are softmax rows of random logits with a confident top token; the drafters are greedy (no draft
+probabilities: `draft_probs` None, as vLLM's EAGLE and n-gram drafters pass it). A large table is made of
+a pool of distinct rows, each copy rotated by its own random shift (every row differs, and generating
+3 GB takes about as long as copying it).
 """
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ import numpy as np
 
 ACCEPT = 0.7        # probability that a draft equals the target's token
 POOL = 32           # distinct probability rows behind a table
-LOGIT_SCALE = 3.0   # target logits ~ N(0, 3^2): peaked rows
-DRAFT_NOISE = 0.5   # draft logits = target logits + N(0, 0.5^2)
+LOGIT_SCALE = 3.0   # target logits ~ N(0, 3^2) ...
+TOP_PROB = 0.8      # ... then the top token's raised to hold this probability (a confident model)
+DRAFT_TOP = 0.85    # a greedy drafter proposes the target's top token this often
 
 
 def token_ids(rng: np.random.Generator, shape, vocab: int, dtype=np.int32) -> np.ndarray:
@@ -55,27 +58,21 @@ def rotated(pool: list[np.ndarray], rows: int, rng: np.random.Generator) -> tupl
     return tables, pick, shift
 
 
-def softmax(logits: np.ndarray) -> np.ndarray:
-    e = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
-
-
-def probability_tables(rng: np.random.Generator, rows: int, vocab: int,
-                       greedy: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(target_probs, draft_probs, draft ids): f32 [rows, V] normalized rows, the draft's logits the
-    target's plus small noise; each row's draft id sampled from its draft row, or in the rows `greedy`
-    marks equal to the target row's argmax with probability ACCEPT."""
+def probability_table(rng: np.random.Generator, rows: int, vocab: int) -> tuple[np.ndarray, np.ndarray]:
+    """(target_probs, draft ids): f32 [rows, V] normalized rows (softmax of N(0, 3^2) logits, the top
+    token raised to TOP_PROB), and drafts as a greedy (EAGLE-style) drafter proposes them: the target's
+    top token with probability DRAFT_TOP, else another id. About 0.7 of the drafts are accepted."""
     count = min(POOL, max(rows, 1))
     logits = rng.normal(0.0, LOGIT_SCALE, (count, vocab))
-    target = softmax(logits)
-    draft = softmax(logits + rng.normal(0.0, DRAFT_NOISE, (count, vocab)))
-    sampled = np.argmax(np.log(np.maximum(draft, 1e-30)) + rng.gumbel(size=(count, vocab)), axis=1)
-    (target_t, draft_t), pick, shift = rotated([target, draft], rows, rng)
-    drafts = ((sampled[pick] + shift) % vocab).astype(np.int32)
-    if greedy is not None:
-        best = ((np.argmax(target, axis=1)[pick] + shift) % vocab).astype(np.int32)
-        drafts = np.where(greedy, matching(rng, best, vocab), drafts)
-    return target_t, draft_t, drafts
+    top = np.argmax(logits, axis=1)
+    logits[np.arange(count), top] = -np.inf
+    peak = logits.max(axis=1)
+    rest = peak + np.log(np.exp(logits - peak[:, None]).sum(axis=1))     # log-sum-exp of the other tokens
+    logits[np.arange(count), top] = rest + np.log(TOP_PROB / (1 - TOP_PROB))
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    (table,), pick, shift = rotated([(e / e.sum(axis=1, keepdims=True)).astype(np.float32)], rows, rng)
+    best = ((top[pick] + shift) % vocab).astype(np.int32)
+    return table, matching(rng, best, vocab, DRAFT_TOP)
 
 
 def inverse_noise(rng: np.random.Generator, rows: int, vocab: int) -> np.ndarray:

@@ -145,14 +145,15 @@ def random_example() -> Example:
 
 
 def random_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
-    """Bench: K drafts sampled from draft rows close to the target rows (softmax tables, about 0.8 of the
-    drafts accepted), recovered ids and uniforms at random, every row random-sampled."""
+    """Bench: K greedy (EAGLE-style) drafts per request, no draft probs, target softmax rows with a
+    confident top token (about 0.7 of the drafts accepted), random recovered ids and uniforms, every row
+    random-sampled."""
     k, tokens = BENCH_SPEC, batch * BENCH_SPEC
-    target, draft, drafts = bench.probability_tables(rng, tokens, vocab)
+    target, drafts = bench.probability_table(rng, tokens, vocab)
     return Example("valid", inputs={
         "draft_token_ids": drafts, "bonus_token_ids": bench.token_ids(rng, batch, vocab, i64),
         "cu_num_draft_tokens": np.arange(k, tokens + 1, k, dtype=i32), "max_spec_len": k,
-        "draft_probs": draft, "target_probs": target,
+        "draft_probs": None, "target_probs": target,
         "recovered_token_ids": bench.token_ids(rng, tokens, vocab), "uniform_probs": rng.random(tokens),
         "is_greedy": np.zeros(batch, bool),
     }, outputs={"output_token_ids": Buffer((batch, k + 1), "int32")})
@@ -221,12 +222,12 @@ def recovered_example() -> Example:
 
 
 def recovered_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
-    """Bench: K drafts per request with draft and target softmax tables and a noise row per request."""
+    """Bench: rejection.random's drafts and target rows (no draft probs) and a noise row per request."""
     k, tokens = BENCH_SPEC, batch * BENCH_SPEC
-    target, draft, drafts = bench.probability_tables(rng, tokens, vocab)
+    target, drafts = bench.probability_table(rng, tokens, vocab)
     return Example("valid", inputs={
         "cu_num_draft_tokens": np.arange(k, tokens + 1, k, dtype=i32), "draft_token_ids": drafts,
-        "draft_probs": draft, "target_probs": target, "inv_q": bench.inverse_noise(rng, batch, vocab),
+        "draft_probs": None, "target_probs": target, "inv_q": bench.inverse_noise(rng, batch, vocab),
     }, outputs={"recovered_token_ids": Buffer((tokens,), "int32")})
 
 
@@ -357,15 +358,14 @@ def sample_example() -> Example:
 
 
 def sample_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
-    """Bench: rejection.random's tables and drafts, a quarter of the rows greedy (their drafts matching the
-    argmax with probability 0.7), uniforms and noise given."""
+    """Bench: rejection.random's drafts and target rows (no draft probs), a quarter of the rows greedy,
+    uniforms and noise given."""
     k, tokens = BENCH_SPEC, batch * BENCH_SPEC
-    greedy = rng.random(batch) < 0.25
-    target, draft, drafts = bench.probability_tables(rng, tokens, vocab, np.repeat(greedy, k))
+    target, drafts = bench.probability_table(rng, tokens, vocab)
     return Example("valid", inputs={
         "draft_token_ids": drafts, "cu_num_draft_tokens": np.arange(k, tokens + 1, k, dtype=i32),
-        "max_spec_len": k, "draft_probs": draft, "target_probs": target,
-        "bonus_token_ids": bench.token_ids(rng, batch, vocab, i64), "is_greedy": greedy,
+        "max_spec_len": k, "draft_probs": None, "target_probs": target,
+        "bonus_token_ids": bench.token_ids(rng, batch, vocab, i64), "is_greedy": rng.random(batch) < 0.25,
         "uniform_probs": rng.random(tokens), "inv_q": bench.inverse_noise(rng, batch, vocab),
     }, outputs={"output_token_ids": Buffer((batch, k + 1), "int32")})
 
@@ -519,14 +519,13 @@ def sample_padded_example() -> Example:
 
 
 def sample_padded_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
-    """Bench: rejection.sample's contents in the padded layout: [B, K, V] tables, a quarter greedy rows."""
+    """Bench: rejection.sample's contents in the padded layout: [B, K, V] target rows, no draft probs."""
     k = BENCH_SPEC
-    greedy = rng.random(batch) < 0.25
-    target, draft, drafts = bench.probability_tables(rng, batch * k, vocab, np.repeat(greedy, k))
+    target, drafts = bench.probability_table(rng, batch * k, vocab)
     return Example("valid", inputs={
-        "draft_token_ids": drafts.astype(i64).reshape(batch, k), "draft_probs": draft.reshape(batch, k, vocab),
+        "draft_token_ids": drafts.astype(i64).reshape(batch, k), "draft_probs": None,
         "target_probs": target.reshape(batch, k, vocab), "bonus_token_ids": bench.token_ids(rng, batch, vocab, i64),
-        "is_greedy": greedy, "uniform_probs": rng.random((batch, k)),
+        "is_greedy": rng.random(batch) < 0.25, "uniform_probs": rng.random((batch, k)),
         "inv_q": bench.inverse_noise(rng, batch, vocab),
     }, outputs=padded_buffers(batch, k))
 
