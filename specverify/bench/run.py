@@ -72,7 +72,7 @@ def targets(stage: Stage, options: Options) -> tuple[list[tuple[str, Target]], l
     if stage.name in options.outside:
         found.append(("impl", backends.target(stage, "impl", device, options.outside[stage.name])))
     baseline = BASELINES.get(stage.name)
-    if baseline is not None and not options.outside:
+    if baseline is not None:
         found.append((baseline.name, Target(stage, backends.BACKENDS["numpy"], "cpu", baseline.source,
                                             backends.load(baseline.source))))
     return found, notes
