@@ -92,13 +92,13 @@ def invoke(impl: Callable[..., Any], plan: Plan, arena: np.ndarray, lib: str, de
     """Call `impl` on the plan's arguments over `arena`, the way `probe` (specverify.probes) says;
     afterwards the arena holds what it did. Returns (returned value, error, bound arguments, measures)."""
     from specverify.kernels.checks import checked_mode
-    from specverify.probes import PROBES
+    from specverify.probes import resolve
 
     bound = Bound(plan, arena, lib, device)
     returned, error, measures = None, None, {}
     try:
         with checked_mode(checked), time_limit(timeout), on_device(device):
-            returned, measures = PROBES[probe](lambda: impl(**bound.kwargs), bound, device)
+            returned, measures = resolve(probe)(lambda: impl(**bound.kwargs), bound, device)
     except CallTimeout:
         error = CallError("timeout", f"timed out: still running after {timeout:g} s")
     except KeyboardInterrupt:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from specverify.bench import inputs as bench
 from specverify.oracles import eagle as oracle
-from specverify.stage import Buffer, Example, I, Layout, O, Stage, kernels
+from specverify.stage import BENCH_SPEC, Buffer, Example, I, Layout, O, Stage, kernels
 from specverify.strategies import eagle as draw
 
 IDX = "int32|int64"
@@ -16,6 +17,11 @@ i32, i64 = np.int32, np.int64
 
 QSL = "exclusive offsets: request r's query is qsl[r] .. qsl[r+1] - 1"
 DTYPES = "Index fields are drawn int32 or int64 independently."
+
+
+def verify_offsets(batch: int) -> np.ndarray:
+    """Bench: query_start_loc of a verification step, K + 1 tokens per request, int32 [B+1]."""
+    return np.arange(0, (BENCH_SPEC + 1) * batch + 1, BENCH_SPEC + 1, dtype=i32)
 
 
 # ---------------------------------------------------------------- eagle.next_token_padded
@@ -30,6 +36,15 @@ def next_token_example() -> Example:
         "vocab_size": 100,
     }, outputs={"next_token_ids": Buffer((3,), "int32"), "valid_sampled_tokens_count": Buffer((3,), "int32")},
         layouts={"sampled_token_ids": Layout((1, 1), (0, 3))})
+
+
+def next_token_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: verification output [B, K+1] (accepted + 1 ids, then -1), about 1 request in 16 discarded."""
+    return Example("valid", inputs={
+        "sampled_token_ids": bench.emitted_rows(rng, batch, BENCH_SPEC, vocab),
+        "discard_mask": rng.random(batch) < 1 / 16, "backup_next_token_ids": bench.token_ids(rng, batch, vocab),
+        "vocab_size": vocab,
+    }, outputs={"next_token_ids": Buffer((batch,), "int32"), "valid_sampled_tokens_count": Buffer((batch,), "int32")})
 
 
 NEXT_TOKEN_PADDED = Stage(
@@ -60,6 +75,7 @@ Invalid: ids below -1, `vocab_size` below 1, a 1-D `sampled_token_ids`, wrong dt
                    "or length of an input or output.",
     },
     worked=next_token_example,
+    bench=next_token_bench,
     oracle=oracle.next_token_padded,
     valid=draw.next_token_valid,
     invalid=draw.next_token_invalid,
@@ -80,6 +96,17 @@ def prepare_padded_example() -> Example:
         "query_start_loc": np.array([0, 3, 4, 8, 1], i64),
         "num_reqs": 3,
     }, outputs={"token_indices_to_sample": Buffer((4,), "int64"), "num_rejected_tokens": Buffer((4,), "int32")})
+
+
+def prepare_padded_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: K drafts and K + 1 query tokens per request, accepted + 1 sampled (0 for 1 in 16), all real."""
+    counts = bench.accepted_counts(rng, batch, BENCH_SPEC) + 1
+    counts[rng.random(batch) < 1 / 16] = 0
+    return Example("valid", inputs={
+        "cu_num_draft_tokens": np.arange(BENCH_SPEC, BENCH_SPEC * batch + 1, BENCH_SPEC, dtype=i32),
+        "valid_sampled_tokens_count": counts.astype(i32), "query_start_loc": verify_offsets(batch),
+        "num_reqs": batch,
+    }, outputs={"token_indices_to_sample": Buffer((batch,), "int32"), "num_rejected_tokens": Buffer((batch,), "int32")})
 
 
 PREPARE_INPUTS_PADDED = Stage(
@@ -112,6 +139,7 @@ decreasing, wrong dtypes or lengths.""",
                    "starting at 0 or decreasing, decreasing draft offsets, a wrong dtype or length.",
     },
     worked=prepare_padded_example,
+    bench=prepare_padded_bench,
     oracle=oracle.prepare_inputs_padded,
     valid=draw.prepare_padded_valid,
     invalid=draw.prepare_padded_invalid,
@@ -224,6 +252,18 @@ def prepare_example() -> Example:
                 "new_seq_lens": Buffer((3,), "int32")})
 
 
+def prepare_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: K drafts and K + 1 query tokens per request, accepted + 1 sampled, contexts of 100 to 4000."""
+    sampled = bench.accepted_counts(rng, batch, BENCH_SPEC) + 1
+    kept = int(sampled.sum())     # a query keeps its sampled tokens: q - (n + 1 - num_sampled)
+    return Example("valid", inputs={
+        "query_start_loc": verify_offsets(batch),
+        "seq_lens": (rng.integers(100, 4000, batch) + BENCH_SPEC + 1).astype(i32),
+        "num_draft_tokens": np.full(batch, BENCH_SPEC, i32), "num_sampled": sampled.astype(i32),
+    }, outputs={"new_query_start_loc": Buffer((batch + 1,), "int32"), "token_indices": Buffer((kept,), "int32"),
+                "new_seq_lens": Buffer((batch,), "int32")})
+
+
 PREPARE_INPUTS = Stage(
     name="eagle.prepare_inputs",
     doc="drop rejected tokens from each query: new offsets, kept token indices, shorter sequences",
@@ -256,6 +296,7 @@ length is not the sum of q', wrong dtypes or lengths.""",
                    "lengths of inputs or outputs.",
     },
     worked=prepare_example,
+    bench=prepare_bench,
     oracle=oracle.prepare_inputs,
     valid=draw.prepare_valid,
     invalid=draw.prepare_invalid,
@@ -285,6 +326,24 @@ def copy_expand_example() -> Example:
                 "out_is_rejected_token_mask": Buffer((size,), "bool"),
                 "out_is_masked_token_mask": Buffer((size,), "bool"),
                 "out_new_token_indices": Buffer((4,), "int32"), "out_hidden_state_mapping": Buffer((5,), "int32")})
+
+
+def copy_expand_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: a draft model's next pass (no shift, P = 1): K + 1 tokens per request, the accepted ones kept
+    (the rest padding, id -1), positions after contexts of 100 to 4000, int32 ids, int64 positions."""
+    width, size = BENCH_SPEC + 1, (BENCH_SPEC + 1) * batch
+    qsl = verify_offsets(batch)
+    positions = (rng.integers(100, 4000, batch)[:, None] + np.arange(width)).reshape(-1)
+    return Example("valid", inputs={
+        "target_token_ids": bench.token_ids(rng, size, vocab), "target_positions": positions.astype(i64),
+        "next_token_ids": bench.token_ids(rng, batch, vocab), "query_start_loc": qsl,
+        "query_end_loc": (qsl[:-1] + bench.accepted_counts(rng, batch, BENCH_SPEC)).astype(i32),
+        "padding_token_id": -1, "parallel_drafting_token_id": vocab - 1, "P": 1, "shift_input_ids": False,
+    }, outputs={"out_input_ids": Buffer((size + batch,), "int32"), "out_positions": Buffer((size + batch,), "int64"),
+                "out_is_rejected_token_mask": Buffer((size + batch,), "bool"),
+                "out_is_masked_token_mask": Buffer((size + batch,), "bool"),
+                "out_new_token_indices": Buffer((batch,), "int32"),
+                "out_hidden_state_mapping": Buffer((size,), "int32")})
 
 
 COPY_AND_EXPAND_INPUTS = Stage(
@@ -341,6 +400,7 @@ do not fit the id dtype, P below 1, `shift_input_ids` not a bool, wrong dtypes o
                    "offset beyond N, output buffers of the wrong dtype or length.",
     },
     worked=copy_expand_example,
+    bench=copy_expand_bench,
     oracle=oracle.copy_and_expand_inputs,
     valid=draw.copy_expand_valid,
     invalid=draw.copy_expand_invalid,
@@ -359,6 +419,13 @@ def extend_example() -> Example:
         "seq_lens": np.array([10, 3, 7], i64),
         "N": 2,
     }, outputs={"new_query_start_loc": Buffer((4,), "int32"), "new_seq_lens": Buffer((3,), "int64")})
+
+
+def extend_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: K + 1 query tokens per request, contexts of 100 to 4000, each query growing by N = 1."""
+    return Example("valid", inputs={
+        "query_start_loc": verify_offsets(batch), "seq_lens": rng.integers(100, 4000, batch).astype(i32), "N": 1,
+    }, outputs={"new_query_start_loc": Buffer((batch + 1,), "int32"), "new_seq_lens": Buffer((batch,), "int32")})
 
 
 EXTEND_QUERIES = Stage(
@@ -386,6 +453,7 @@ a Python int, results that do not fit the dtype.""",
                    "buffers of the wrong dtype or length.",
     },
     worked=extend_example,
+    bench=extend_bench,
     oracle=oracle.extend_queries,
     valid=draw.extend_valid,
     invalid=draw.extend_invalid,
@@ -409,6 +477,18 @@ def step_example() -> Example:
         "input_batch_size": 4,
     }, outputs={"clamped_positions": Buffer((3,), "int64"), "slot_mapping": Buffer((4,), "int64")},
         layouts={"block_table": Layout((2, 1), (0, 3))})
+
+
+def step_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: one drafting step of B real rows (no graph padding), block size 16, an 8192-token model
+    (512 blocks per row, distinct block ids), sequences of 100 to 4000, int64 positions."""
+    block, max_len = 16, 8192
+    seq = rng.integers(100, 4000, batch)
+    table = rng.permutation(batch * (max_len // block)).reshape(batch, max_len // block)
+    return Example("valid", inputs={
+        "positions": (seq - 1).astype(i64), "block_table": table.astype(i32), "seq_lens": seq.astype(i32),
+        "block_size": block, "max_model_len": max_len, "batch_size": batch, "input_batch_size": batch,
+    }, outputs={"clamped_positions": Buffer((batch,), "int64"), "slot_mapping": Buffer((batch,), "int64")})
 
 
 STEP_SLOT_MAPPING = Stage(
@@ -452,6 +532,7 @@ whose slot overflows int64, wrong dtypes or lengths.""",
                    "block id of -1, wrong dtypes or lengths of inputs and outputs.",
     },
     worked=step_example,
+    bench=step_bench,
     oracle=oracle.step_slot_mapping,
     valid=draw.step_valid,
     invalid=draw.step_invalid,
