@@ -187,3 +187,57 @@ def test_sample_equals_its_parts(backend, example):
     got = run("rejection.sample", backend, {"output_token_ids": np.full(shape, -9, np.int32)}, **example.inputs)
     expected = sample_by_parts(example.inputs, np.zeros(shape, np.int32))
     np.testing.assert_array_equal(got["output_token_ids"], expected)
+
+
+def split_rows(vocab: int = 1024) -> np.ndarray:
+    """Five score rows (V = 1024: four spans of 256 when the Triton pick splits) whose winners sit across
+    span edges: a tie far apart (the lower index wins), -0.0 before +0.0 (equal: the lower wins), NaN
+    before -inf (NaN never wins), all NaN (0), a lone peak in the last span."""
+    rows = np.full((5, vocab), -1.0, np.float32)
+    rows[0, [300, 900]] = 2.0
+    rows[1, 5], rows[1, 700] = -0.0, 0.0
+    rows[2, :] = np.nan
+    rows[2, 1000] = -np.inf
+    rows[3, :] = np.nan
+    rows[4, vocab - 1] = 3.0
+    return rows
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_picks_across_spans(backend):
+    rows = split_rows()
+    expected = [300, 5, 1000, 0, 1023]
+    kw = dict(cu_num_draft_tokens=i32(2, 5), draft_token_ids=i32(-1, -1, -1, -1, -1), draft_probs=None,
+              target_probs=rows, inv_q=np.ones((2, rows.shape[1]), np.float32))
+    for _ in range(2):   # twice: the split workspace is left clean
+        got = run("rejection.recovered", backend, {"recovered_token_ids": np.full(5, -9, np.int32)}, **kw)
+        assert got["recovered_token_ids"].tolist() == expected
+    # the same rows as greedy argmaxes (sample, every row greedy): drafts equal to them are all accepted
+    got = run("rejection.sample", backend, {"output_token_ids": np.full((1, 6), -9, np.int32)},
+              draft_token_ids=np.array(expected, np.int32), cu_num_draft_tokens=i32(5), max_spec_len=5,
+              draft_probs=None, target_probs=rows, bonus_token_ids=i64(7), is_greedy=None, uniform_probs=None,
+              inv_q=None)
+    assert got["output_token_ids"].tolist() == [expected + [7]]
+    got = run("rejection.sample_padded", backend, padded_outputs(1, 5), draft_token_ids=np.array([expected]),
+              draft_probs=None, target_probs=rows[None], bonus_token_ids=i64(7), is_greedy=None,
+              uniform_probs=None, inv_q=None)
+    assert got["output_token_ids"].tolist() == [expected + [7]]
+
+
+def test_split_plan():
+    if env.triton_import_error():
+        pytest.skip(env.triton_import_error())
+    from specverify.kernels.triton.rejection import BLOCK_V, split_plan
+
+    assert split_plan(5, 1024, 32, 16) == (4, 256, 256)     # the CPU plan of test_picks_across_spans
+    assert split_plan(5, 1024, 1056, 256) == (4, 256, 256)  # and an H200's (132 SMs)
+    for programs, min_block in ((32, 16), (1056, 256)):
+        for tokens in (1, 3, 5, 80, 320, 1055, 1056, 5120):
+            for vocab in (1, 2, 50, 1024, 8193, 32000, 151936):
+                split, tile, span = split_plan(tokens, vocab, programs, min_block)
+                assert tile <= BLOCK_V and tile & (tile - 1) == 0
+                if split == 1:
+                    assert span >= vocab
+                    continue
+                assert tokens < programs and span % tile == 0       # split slots fit the workspace
+                assert (split - 1) * span < vocab <= split * span   # every program has work

@@ -1,20 +1,32 @@
 """Triton kernels of the `rejection` family.
 
 Two kernels serve every verification stage, in the flattened layout (`cu_num_draft_tokens`) and the
-padded one ([B, K], any strides): `pick_kernel` (one program per draft token: the lowest-index maximum
-of a score row, swept in vocabulary tiles) and `verify_kernel` (one program per request: accept or
-reject its drafts in order and write its row). A stage is one launch; the composites `sample` and
-`sample_padded` are two (pick, then verify). Division is `div_rn` (Triton's `/` on f32 lowers to an
-approximate division on NVIDIA GPUs).
+padded one ([B, K], any strides): `pick_kernel` (the lowest-index maximum of each draft token's score
+row, swept in vocabulary tiles) and `verify_kernel` (one program per request: accept or reject its
+drafts in order and write its row). A stage is one launch; the composites `sample` and `sample_padded`
+are two (pick, then verify). Division is `div_rn` (Triton's `/` on f32 lowers to an approximate
+division on NVIDIA GPUs).
+
+Split picks: with few tokens, `split_plan` gives each token SPLIT programs, each sweeping one span of
+whole tiles (about PROGRAMS_PER_SM programs per SM in all); with many tokens SPLIT = 1 and one program
+sweeps the row. Split programs combine inside the launch through a self-cleaning workspace
+(`workspace.py`): each publishes its best as one int64 key, atomic_max into the token's slot, then
+counts itself in; the program that arrives last takes the key (resetting the slot), writes the index
+and resets the counter. Key = (order-preserving int of the f32 score, -0.0 as +0.0) << 32 |
+(0x7FFFFFFF - index): the larger score wins, then the lower index; a span without a non-NaN score
+publishes NO_KEY, and a token whose final key is NO_KEY (every score NaN) gives 0.
 """
 from __future__ import annotations
+
+import functools
 
 import torch
 import triton
 import triton.language as tl
 
 from specverify.kernels.checks import reads_values, validate
-from specverify.kernels.triton.launch import launcher, next_power_of_2
+from specverify.kernels.triton.launch import cdiv, launcher, next_power_of_2
+from specverify.kernels.triton.workspace import NO_KEY, workspace
 from specverify.oracles.rejection import (check_expand, check_greedy, check_greedy_padded, check_random,
                                           check_recovered, check_sample, check_sample_padded)
 
@@ -23,7 +35,11 @@ ARGMAX, RECOVER, BY_ROW = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
 GREEDY, RANDOM = tl.constexpr(0), tl.constexpr(1)
 # verify_kernel's ROWS: which rows it writes
 ALL_ROWS, GREEDY_ROWS, RANDOM_ROWS = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
-BLOCK_V = 2048
+BLOCK_V = 2048          # the widest vocabulary tile
+PROGRAMS_PER_SM = 8     # split picks aim at this many programs per SM
+MIN_BLOCK = 256         # the narrowest tile a split pick shrinks to (CUDA)
+CPU_PROGRAMS, CPU_MIN_BLOCK = 32, 16    # the same under the interpreter: small tables split too
+KEY_NONE = tl.constexpr(NO_KEY)
 
 
 @triton.jit
@@ -52,16 +68,38 @@ def row_is_greedy(is_greedy_ptr, is_greedy_stride, r, HAS_MASK: tl.constexpr):
     return r >= 0
 
 
+@triton.jit
+def publish(out_ptr, keys_ptr, counts_ptr, t, best, best_index, vocab, split):
+    """Combine one span's best (score, index; index == vocab: none) into token t's result: see the
+    module docstring. The last of the token's `split` programs writes out[t] and resets the slots."""
+    bits = tl.where(best == 0, 0.0, best).to(tl.int32, bitcast=True)
+    ordered = bits ^ ((bits >> 31) & 0x7FFFFFFF)
+    key = (ordered.to(tl.int64) << 32) | (0x7FFFFFFF - best_index).to(tl.int64)
+    tl.atomic_max(keys_ptr + t, tl.where(best_index == vocab, KEY_NONE, key))
+    last = tl.atomic_add(counts_ptr + t, 1) == split - 1
+    final = tl.atomic_xchg(keys_ptr + t, KEY_NONE, mask=last)
+    index = tl.where(final == KEY_NONE, 0, 0x7FFFFFFF - (final & 0x7FFFFFFF))
+    tl.store(out_ptr + t, index.to(out_ptr.dtype.element_ty), mask=last)
+    tl.store(counts_ptr + t, 0, mask=last)
+
+
 @launcher
 @triton.jit
 def pick_kernel(out_ptr, target_ptr, t_row, t_pos, t_v, draft_probs_ptr, dp_row, dp_pos, dp_v,
                 draft_ptr, d_row, d_pos, inv_q_ptr, q_row, q_v, cu_ptr, is_greedy_ptr, g_stride,
-                batch, k, vocab, MODE: tl.constexpr, FLAT: tl.constexpr, HAS_DRAFT_PROBS: tl.constexpr,
-                HAS_MASK: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK: tl.constexpr):
+                keys_ptr, counts_ptr, batch, k, vocab, span, split, MODE: tl.constexpr, FLAT: tl.constexpr,
+                HAS_DRAFT_PROBS: tl.constexpr, HAS_MASK: tl.constexpr, SPLIT: tl.constexpr,
+                BLOCK_B: tl.constexpr, BLOCK: tl.constexpr):
     """out[t] = first maximum of token t's scores: target_probs (ARGMAX), residual * inv_q (RECOVER), or
     by its row's is_greedy (BY_ROW). NaN never wins; +inf does; no winner gives 0. Token t is (0, t)
-    in a flattened batch, (t // k, t % k) in a padded one."""
+    in a flattened batch, (t // k, t % k) in a padded one. Program (t, s) sweeps [s * span, (s + 1) *
+    span) of the vocabulary when SPLIT (then `publish` combines), all of it otherwise."""
     t = tl.program_id(0).to(tl.int64)
+    if SPLIT:
+        lo = tl.program_id(1) * span
+        hi = tl.minimum(lo + span, vocab)
+    else:
+        lo, hi = 0, vocab
     if FLAT:
         row, pos = 0, t
         r = request_of(cu_ptr, t, batch, BLOCK_B)
@@ -72,9 +110,9 @@ def pick_kernel(out_ptr, target_ptr, t_row, t_pos, t_v, draft_probs_ptr, dp_row,
     draft = tl.load(draft_ptr + row * d_row + pos * d_pos).to(tl.int64)
     best = -float("inf")
     best_index = vocab
-    for start in range(0, vocab, BLOCK):
+    for start in range(lo, hi, BLOCK):
         offs = start + tl.arange(0, BLOCK)
-        live = offs < vocab
+        live = offs < hi
         score = tl.load(target_ptr + row * t_row + pos * t_pos + offs * t_v, mask=live, other=0.0)
         if MODE != ARGMAX:
             if HAS_DRAFT_PROBS:
@@ -94,7 +132,10 @@ def pick_kernel(out_ptr, target_ptr, t_row, t_pos, t_v, draft_probs_ptr, dp_row,
         take = (top > best) | ((top == best) & (top_index < best_index))
         best = tl.where(take, top, best)
         best_index = tl.where(take, top_index, best_index)
-    tl.store(out_ptr + t, tl.where(best_index == vocab, 0, best_index).to(out_ptr.dtype.element_ty))
+    if SPLIT:
+        publish(out_ptr, keys_ptr, counts_ptr, t, best, best_index, vocab, split)
+    else:
+        tl.store(out_ptr + t, tl.where(best_index == vocab, 0, best_index).to(out_ptr.dtype.element_ty))
 
 
 @launcher
@@ -193,11 +234,36 @@ def ids_args(ids, flat: bool):
     return (0, ids.stride(0)) if flat else tuple(ids.stride())
 
 
+@functools.cache
+def program_budget(device: torch.device) -> tuple[int, int]:
+    """(programs a split pick aims at, its narrowest tile) on `device`."""
+    if device.type != "cuda":
+        return CPU_PROGRAMS, CPU_MIN_BLOCK
+    return PROGRAMS_PER_SM * torch.cuda.get_device_properties(device).multi_processor_count, MIN_BLOCK
+
+
+def split_plan(tokens: int, vocab: int, programs: int, min_block: int) -> tuple[int, int, int]:
+    """(SPLIT, tile, span): each of `tokens` rows of `vocab` scores is swept by SPLIT programs of `span`
+    elements (whole tiles), about `programs` in all. SPLIT = 1 (span = vocab, tiles of up to BLOCK_V)
+    once tokens >= programs, so SPLIT > 1 needs fewer than `programs` token slots."""
+    widest = min(BLOCK_V, next_power_of_2(vocab))
+    wanted = cdiv(programs, tokens)
+    if wanted <= 1:
+        return 1, widest, vocab
+    tile = min(widest, max(min_block, next_power_of_2(cdiv(vocab, wanted))))
+    tiles = cdiv(vocab, tile)
+    per = cdiv(tiles, min(wanted, tiles))
+    return cdiv(tiles, per), tile, per * tile
+
+
 def pick(out, target, draft_probs, drafts, inv_q, cu, is_greedy, mode, flat: bool):
-    """Launch pick_kernel over every draft token (see there)."""
+    """Launch pick_kernel over every draft token (see there), split by `split_plan`."""
     tokens = out.numel()
     if tokens == 0:
         return
+    programs, min_block = program_budget(out.device)
+    split, tile, span = split_plan(tokens, target.shape[-1], programs, min_block)
+    keys, counts = workspace(out.device, programs) if split > 1 else (out, out)
     batch, k = (len(cu), 1) if flat else tuple(drafts.shape)
     vocab = target.shape[-1]
     t_row, t_pos, t_v = table_args(target, flat)
@@ -205,11 +271,12 @@ def pick(out, target, draft_probs, drafts, inv_q, cu, is_greedy, mode, flat: boo
     d_row, d_pos = ids_args(drafts, flat)
     q_row, q_v = inv_q.stride() if inv_q is not None else (0, 0)
     mask, g_stride = mask_args(is_greedy, drafts)
-    pick_kernel[(tokens,)](
+    pick_kernel[(tokens, split)](
         out, target, t_row, t_pos, t_v, target if draft_probs is None else draft_probs, dp_row, dp_pos, dp_v,
         drafts, d_row, d_pos, target if inv_q is None else inv_q, q_row, q_v, drafts if cu is None else cu,
-        mask, g_stride, batch, k, vocab, MODE=mode.value, FLAT=flat, HAS_DRAFT_PROBS=draft_probs is not None,
-        HAS_MASK=is_greedy is not None, BLOCK_B=1024, BLOCK=min(BLOCK_V, next_power_of_2(vocab)))
+        mask, g_stride, keys, counts, batch, k, vocab, span, split, MODE=mode.value, FLAT=flat,
+        HAS_DRAFT_PROBS=draft_probs is not None, HAS_MASK=is_greedy is not None, SPLIT=split > 1,
+        BLOCK_B=1024, BLOCK=tile)
 
 
 def verify(out, drafts, alternatives, bonus, is_greedy, mode, rows, *, cu=None, target=None, draft_probs=None,
