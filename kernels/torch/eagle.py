@@ -94,7 +94,10 @@ def prepare_inputs(*, query_start_loc, seq_lens, num_draft_tokens, num_sampled, 
 
 def put_live(out: torch.Tensor, live: torch.Tensor, values: torch.Tensor) -> None:
     """out[live] = values[live], every other element written back as it was (no sync, one launch when
-    the dtypes agree, two when values must be cast)."""
+    the dtypes agree, two when values must be cast). Bool outputs go through their bytes: CUDA would store
+    a caller's non-canonical bool byte (say 0xa5) back as 0x01."""
+    if out.dtype == torch.bool and values.dtype == torch.bool:
+        out, values = out.view(torch.uint8), values.view(torch.uint8)
     if values.dtype == out.dtype:
         torch.where(live, values, out, out=out)
     else:

@@ -120,7 +120,7 @@ not inclusive offsets ending at T, a request with more than `max_spec_len` draft
     invalid=draw.greedy_invalid,
     rows=draw.greedy_table,
     impls=kernels("rejection", "greedy"),
-    launches={"triton": 1, "torch": 11},
+    launches={"triton": 1, "torch": 15},
 )
 
 
@@ -203,7 +203,7 @@ float32 [T, V] of equal shape, uniforms not float64 [T].""",
     invariants=draw.random_invariants,
     rows=draw.random_table,
     impls=kernels("rejection", "random"),
-    launches={"triton": 1, "torch": 20},
+    launches={"triton": 1, "torch": 29},
 )
 
 
@@ -272,7 +272,7 @@ float32 [T, V] of equal shape, `inv_q` not float32 [B, V].""",
     invariants=draw.recovered_invariants,
     rows=draw.recovered_table,
     impls=kernels("rejection", "recovered"),
-    launches={"triton": 1, "torch": 15},
+    launches={"triton": 1, "torch": 22},
 )
 
 
@@ -334,7 +334,7 @@ and length T, a replace value that is not a number, a float replace value for in
     invalid=draw.expand_invalid,
     rows=draw.expand_table,
     impls=kernels("rejection", "expand"),
-    launches={"triton": 1, "torch": 5},
+    launches={"triton": 1, "torch": 8},
 )
 
 
@@ -416,7 +416,7 @@ float32 [B, V] (None included).""",
     invariants=draw.sample_invariants,
     rows=draw.sample_table,
     impls=kernels("rejection", "sample"),
-    launches={"triton": 2, "torch": 37},
+    launches={"triton": 2, "torch": 48},
 )
 
 
@@ -498,7 +498,7 @@ Invalid: draft or bonus ids below -1, an argmax below 0, any field of the wrong 
     invalid=draw.greedy_padded_invalid,
     rows=draw.padded_table,
     impls=kernels("rejection", "greedy_padded"),
-    launches={"triton": 1, "torch": 10},
+    launches={"triton": 1, "torch": 15},
 )
 
 
@@ -579,7 +579,7 @@ missing noise while `is_greedy` is given.""",
     invariants=draw.sample_padded_invariants,
     rows=draw.padded_table,
     impls=kernels("rejection", "sample_padded"),
-    launches={"triton": 2, "torch": 29},
+    launches={"triton": 2, "torch": 36},
 )
 
 STAGES = (GREEDY, RANDOM, RECOVERED, EXPAND, SAMPLE, GREEDY_PADDED, SAMPLE_PADDED)
