@@ -1,8 +1,10 @@
 """Triton kernels of the `graph` family: one launch per call, no host sync outside checked mode (grids
-and loop bounds come from shapes; every input is read through its strides).
+and loop bounds come from shapes, except the token loops of long queries; every input is read through
+its strides). Each program does one round of independent loads and then its stores: no loop walks the
+batch one request at a time, and running sums are `tl.cumsum` over a block in registers.
 
-`fill_common_inputs` is one launch whose programs split the work by program id: token tiles first,
-then tiles of block-table rows, then one program for the length rows and their running sums."""
+Running sums feeding the int32 `cu_seqlens` are taken in int32: two's-complement sums wrap modulo
+2**32, so they give the bytes of the int64 sums narrowed to int32 for any input."""
 from __future__ import annotations
 
 import triton
@@ -12,17 +14,17 @@ from specverify.kernels.checks import reads_values, validate
 from specverify.kernels.triton.launch import cdiv, launcher, next_power_of_2
 from specverify.oracles import graph as oracle
 
-TOKENS = 1024       # tokens per program (fill)
-TILE = 4096         # elements of a block-table tile
-LENS = 1024         # requests per step of a running sum
-REQUESTS = 32       # requests per program (step_context)
-SPAN = 128          # tokens per step of a request span (step_context, dsa)
+TOKENS = 256        # tokens per program (fill)
+TILE = 1024         # elements of a block-table tile per program (fill)
+LENS = 1024         # requests per block of a running sum
+REQUESTS = 16       # requests per program (step_context)
+WIDTH = 64          # most query tokens per request per step of a token tile (step_context, dsa)
+DSA_TILE = 2048     # block-table entries written per program per step (dsa)
 
 
-def table_tile(columns: int) -> tuple[int, int]:
-    """(rows, columns) of a block-table tile: up to 1024 columns per step, TILE elements."""
-    width = min(next_power_of_2(max(columns, 1)), 1024)
-    return max(1, TILE // width), width
+def lanes(n: int, most: int) -> int:
+    """A power-of-two block of lanes: n rounded up, at least 1 and at most `most`."""
+    return min(max(next_power_of_2(n), 1), most)
 
 
 # ---------------------------------------------------------------- graph.fill_common_inputs
@@ -34,6 +36,8 @@ def fill_kernel(ids_ptr, ids_stride, pos_ptr, pos_stride, table_ptr, table_rows,
                 out_ids_ptr, out_pos_ptr, out_table_ptr, qkv_ptr, cu_ptr,
                 batch, blocks, tokens, max_batch, max_blocks, max_tokens, token_programs, row_programs,
                 BLOCK_T: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_L: tl.constexpr):
+    """Programs by id: token tiles, then tiles of block-table rows, then two length programs (0: the
+    q_start_loc and q rows and cu_seqlens[0]; 1: the kv row and cu_seqlens[1])."""
     pid = tl.program_id(0)
     if pid < token_programs:
         t = pid * BLOCK_T + tl.arange(0, BLOCK_T)
@@ -44,36 +48,33 @@ def fill_kernel(ids_ptr, ids_stride, pos_ptr, pos_stride, table_ptr, table_rows,
         tl.store(out_ids_ptr + t, tl.where(real, ids, noise), mask=t < max_tokens)
         tl.store(out_pos_ptr + t, tl.load(pos_ptr + t64 * pos_stride, mask=real, other=0), mask=real)
     elif pid < token_programs + row_programs:
-        r = (pid - token_programs) * BLOCK_R + tl.arange(0, BLOCK_R)
+        r = ((pid - token_programs) * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)
         for c0 in range(0, max_blocks, BLOCK_C):
             c = c0 + tl.arange(0, BLOCK_C)
             source = (r[:, None] < batch) & (c[None, :] < blocks)
-            entry = tl.load(table_ptr + r[:, None].to(tl.int64) * table_rows + c[None, :].to(tl.int64) * table_cols,
+            entry = tl.load(table_ptr + r[:, None] * table_rows + c[None, :].to(tl.int64) * table_cols,
                             mask=source, other=0)
-            tl.store(out_table_ptr + r[:, None].to(tl.int64) * max_blocks + c[None, :], entry.to(tl.int32),
+            tl.store(out_table_ptr + r[:, None] * max_blocks + c[None, :], entry.to(tl.int32),
                      mask=(r[:, None] < max_batch) & (c[None, :] < max_blocks))
     else:
-        tl.store(cu_ptr, 0)
-        tl.store(cu_ptr + max_batch + 1, 0)
-        cu_q = tl.zeros([BLOCK_L], tl.int64)      # every lane carries the running sums so far
-        cu_kv = tl.zeros([BLOCK_L], tl.int64)
-        for b0 in range(0, max_batch, BLOCK_L):
+        kv_row = pid - token_programs - row_programs
+        first = tl.full([BLOCK_L], kv_row, tl.int32) == 0     # a vector: scalar masks trip the interpreter
+        sums = cu_ptr + kv_row * (max_batch + 1)
+        tl.store(sums, 0)
+        carry = tl.full([], 0, tl.int32)
+        for b0 in range(0, max_batch, BLOCK_L):       # one step while MB <= BLOCK_L
             b = b0 + tl.arange(0, BLOCK_L)
             inside, real = b < max_batch, b < batch
-            start = tl.load(qsl_ptr + b.to(tl.int64) * qsl_stride, mask=real, other=0).to(tl.int64)
-            q = tl.load(q_ptr + b.to(tl.int64) * q_stride, mask=real, other=0).to(tl.int64)
-            kv = tl.load(kv_ptr + b.to(tl.int64) * kv_stride, mask=real, other=0).to(tl.int64)
-            q = tl.where(real, q, tl.where(inside, pad_len, 0))
-            kv = tl.where(real, kv, tl.where(inside, pad_len, 0))
-            tl.store(qkv_ptr + b, start.to(tl.int32), mask=inside)
-            tl.store(qkv_ptr + max_batch + b, q.to(tl.int32), mask=inside)
-            tl.store(qkv_ptr + 2 * max_batch + b, kv.to(tl.int32), mask=inside)
-            run_q = cu_q + tl.cumsum(q, 0)
-            run_kv = cu_kv + tl.cumsum(kv, 0)
-            tl.store(cu_ptr + 1 + b, run_q.to(tl.int32), mask=inside)
-            tl.store(cu_ptr + max_batch + 2 + b, run_kv.to(tl.int32), mask=inside)
-            cu_q += tl.sum(q, 0)
-            cu_kv += tl.sum(kv, 0)
+            b64 = b.to(tl.int64)
+            start = tl.load(qsl_ptr + b64 * qsl_stride, mask=real & first, other=0).to(tl.int32)
+            q = tl.load(q_ptr + b64 * q_stride, mask=real & first, other=0).to(tl.int32)
+            kv = tl.load(kv_ptr + b64 * kv_stride, mask=real & ~first, other=0).to(tl.int32)
+            length = tl.where(real, q + kv, tl.where(inside, pad_len, 0).to(tl.int32))
+            tl.store(qkv_ptr + b, start, mask=inside & first)
+            tl.store(qkv_ptr + (1 + kv_row) * max_batch + b, length, mask=inside)
+            tl.store(sums + 1 + b, carry + tl.cumsum(length, 0), mask=inside)
+            if b0 + BLOCK_L < max_batch:
+                carry += tl.sum(length, 0)
 
 
 def fill_common_inputs(*, input_ids, position_ids, block_offsets, q_start_loc, q_seqlens, kv_seqlens, pad_ids,
@@ -87,19 +88,28 @@ def fill_common_inputs(*, input_ids, position_ids, block_offsets, q_start_loc, q
                                      values=reads_values(input_ids))
     max_batch, max_blocks = graph_block_offsets.shape
     max_tokens = graph_input_ids.shape[0]
-    rows, width = table_tile(max_blocks)
+    width = lanes(max_blocks, 1024)
+    rows = lanes(max(TILE // width, 1), lanes(max_batch, TILE))
     token_programs = cdiv(max_tokens, TOKENS)
     row_programs = cdiv(max_batch, rows) if max_blocks else 0
-    fill_kernel[(token_programs + row_programs + 1,)](
+    fill_kernel[(token_programs + row_programs + 2,)](
         input_ids, input_ids.stride(0), position_ids, position_ids.stride(0),
         block_offsets, block_offsets.stride(0), block_offsets.stride(1), q_start_loc, q_start_loc.stride(0),
         q_seqlens, q_seqlens.stride(0), kv_seqlens, kv_seqlens.stride(0), pad_ids, pad_ids.stride(0), pad_query_len,
         graph_input_ids, graph_position_ids, graph_block_offsets, graph_qkv_lens, graph_cu_seqlens,
         batch, blocks, tokens, max_batch, max_blocks, max_tokens, token_programs, row_programs,
-        BLOCK_T=TOKENS, BLOCK_R=rows, BLOCK_C=width, BLOCK_L=LENS)
+        BLOCK_T=TOKENS, BLOCK_R=rows, BLOCK_C=width, BLOCK_L=lanes(max_batch, LENS))
 
 
 # ---------------------------------------------------------------- graph.step_context
+
+SPAN = 128
+
+
+def table_tile(columns: int) -> tuple[int, int]:
+    width = min(next_power_of_2(max(columns, 1)), 1024)
+    return max(1, 4096 // width), width
+
 
 @triton.jit
 def query_rows(q_ptr, q_stride, hist_ptr, hist_stride, ign_ptr, ign_stride, rows, mask, width,
@@ -171,7 +181,7 @@ def step_context(*, q_seqlens, history_lengths, num_ignored_history, uniform_lay
     step_context_kernel[(max(cdiv(batch, REQUESTS), 1),)](
         q_seqlens, q_seqlens.stride(0), history_lengths, history_lengths.stride(0), num_ignored_history,
         num_ignored_history.stride(0), q_start_loc, kv_seqlens, position_ids, cu_seqlens, batch, width,
-        max(width, 1), UNIFORM=uniform_layout, BLOCK_R=REQUESTS, BLOCK_S=LENS, BLOCK_T=SPAN)
+        max(width, 1), UNIFORM=uniform_layout, BLOCK_R=32, BLOCK_S=LENS, BLOCK_T=SPAN)
 
 
 # ---------------------------------------------------------------- graph.dsa_indexer_metadata
