@@ -103,14 +103,6 @@ def fill_common_inputs(*, input_ids, position_ids, block_offsets, q_start_loc, q
 
 # ---------------------------------------------------------------- graph.step_context
 
-SPAN = 128
-
-
-def table_tile(columns: int) -> tuple[int, int]:
-    width = min(next_power_of_2(max(columns, 1)), 1024)
-    return max(1, 4096 // width), width
-
-
 @triton.jit
 def query_rows(q_ptr, q_stride, hist_ptr, hist_stride, ign_ptr, ign_stride, rows, mask, width,
                UNIFORM: tl.constexpr):
@@ -126,62 +118,81 @@ def query_rows(q_ptr, q_stride, hist_ptr, hist_stride, ign_ptr, ign_stride, rows
     return q, h, ign
 
 
+@triton.jit
+def store_positions(pos_ptr, starts, history, q, j0, BLOCK_W: tl.constexpr):
+    """Tokens j0 + [0, BLOCK_W) of each request (those below its q): position history + j at starts + j."""
+    j = j0 + tl.arange(0, BLOCK_W)
+    tl.store(pos_ptr + (starts[:, None] + j[None, :]), history[:, None] + j[None, :], mask=j[None, :] < q[:, None])
+
+
 @launcher
 @triton.jit
 def step_context_kernel(q_ptr, q_stride, hist_ptr, hist_stride, ign_ptr, ign_stride, start_ptr, kv_out_ptr,
-                        pos_ptr, cu_ptr, batch, width, divisor, UNIFORM: tl.constexpr, BLOCK_R: tl.constexpr,
-                        BLOCK_S: tl.constexpr, BLOCK_T: tl.constexpr):
-    """Program p: requests [p * BLOCK_R, (p + 1) * BLOCK_R). It sums the requests before its own, then
-    writes its rows and the positions of its requests' tokens. UNIFORM: every query is `width` long
-    (`divisor` = max(width, 1))."""
+                        pos_ptr, cu_ptr, batch, width, UNIFORM: tl.constexpr, BLOCK_R: tl.constexpr,
+                        BLOCK_W: tl.constexpr, BLOCK_P: tl.constexpr):
+    """Program p: requests [p * BLOCK_R, (p + 1) * BLOCK_R). Its loads (its own rows, and the requests
+    before them in blocks of BLOCK_P) are independent; the sums before it are block reductions, its
+    rows a cumsum; it writes its tokens' positions as a [BLOCK_R, BLOCK_W] tile, looping only for
+    queries longer than BLOCK_W. UNIFORM: every query is `width` long (q_seqlens is not read)."""
     pid = tl.program_id(0)
     b0 = pid * BLOCK_R
-    before_q = tl.zeros([BLOCK_S], tl.int64)
-    before_kv = tl.zeros([BLOCK_S], tl.int64)
-    for s0 in range(0, b0, BLOCK_S):
-        s = s0 + tl.arange(0, BLOCK_S)
-        m = s < b0
-        q, h, ign = query_rows(q_ptr, q_stride, hist_ptr, hist_stride, ign_ptr, ign_stride, s, m, width, UNIFORM)
-        before_q += q
-        before_kv += q + h - ign
-    pre_q = tl.sum(before_q, 0)
-    pre_kv = tl.sum(before_kv, 0)
-    lane = tl.arange(0, BLOCK_R)
-    b = b0 + lane
+    b = b0 + tl.arange(0, BLOCK_R)
     real = b < batch
     q, h, ign = query_rows(q_ptr, q_stride, hist_ptr, hist_stride, ign_ptr, ign_stride, b, real, width, UNIFORM)
+    before_q = tl.zeros([BLOCK_P], tl.int32)
+    before_kv = tl.zeros([BLOCK_P], tl.int32)
+    for s0 in range(0, b0, BLOCK_P):               # one step while B <= BLOCK_P
+        s = s0 + tl.arange(0, BLOCK_P)
+        sq, sh, sign = query_rows(q_ptr, q_stride, hist_ptr, hist_stride, ign_ptr, ign_stride, s, s < b0, width,
+                                  UNIFORM)
+        before_q += sq.to(tl.int32)
+        before_kv += (sq + sh - sign).to(tl.int32)
+    if UNIFORM:
+        pre_q = b0 * width
+    else:
+        pre_q = tl.sum(before_q, 0)
     kv = q + h - ign
-    ends = pre_q + tl.cumsum(q, 0)
-    starts = ends - q
+    q32 = q.to(tl.int32)
+    ends = pre_q + tl.cumsum(q32, 0)
+    starts = ends - q32
     tl.store(start_ptr + b, starts.to(start_ptr.dtype.element_ty), mask=real)
     tl.store(kv_out_ptr + b, kv.to(kv_out_ptr.dtype.element_ty), mask=real)
-    tl.store(cu_ptr + 1 + b, ends.to(tl.int32), mask=real)
-    tl.store(cu_ptr + batch + 2 + b, (pre_kv + tl.cumsum(kv, 0)).to(tl.int32), mask=real)
+    tl.store(cu_ptr + 1 + b, ends, mask=real)
+    tl.store(cu_ptr + batch + 2 + b, tl.sum(before_kv, 0) + tl.cumsum(kv.to(tl.int32), 0), mask=real)
     tl.store(cu_ptr, 0, mask=pid == 0)            # program 0 writes the leading zeros
     tl.store(cu_ptr + batch + 1, 0, mask=pid == 0)
-    span_end = tl.max(tl.where(real, ends, pre_q), 0)
-    shift = h - starts                             # position = token index + (history - start)
-    for t0 in range(pre_q, span_end, BLOCK_T):
-        t = t0 + tl.arange(0, BLOCK_T)
-        if UNIFORM:
-            owner = t // divisor - b0
-        else:
-            owner = tl.sum(((ends[None, :] <= t[:, None]) & real[None, :]).to(tl.int32), 1)
-        offset = tl.sum(tl.where(owner[:, None] == lane[None, :], shift[None, :], 0), 1)
-        tl.store(pos_ptr + t, t + offset, mask=t < span_end)
+    store_positions(pos_ptr, starts, h, q32, 0, BLOCK_W)
+    if UNIFORM:
+        longest = width
+    else:
+        longest = tl.max(q32, 0)
+    for j0 in range(BLOCK_W, longest, BLOCK_W):   # queries longer than BLOCK_W only
+        store_positions(pos_ptr, starts, h, q32, j0, BLOCK_W)
 
 
 def step_context(*, q_seqlens, history_lengths, num_ignored_history, uniform_layout, q_start_loc, kv_seqlens,
                  position_ids, cu_seqlens):
     """See `specverify.oracles.graph.step_context`. One launch; the uniform path takes the query length
-    from the shapes (N // B) and never reads q_seqlens."""
-    batch, tokens = validate(oracle.check_step_context, q_seqlens, history_lengths, num_ignored_history, uniform_layout,
-                             q_start_loc, kv_seqlens, position_ids, cu_seqlens, values=reads_values(q_seqlens))
+    from the shapes (N // B) and never reads q_seqlens. The token tile's width is the mean query length
+    (exact on the uniform path), so a typical step writes its positions in one step."""
+    batch, tokens = validate(oracle.check_step_context, q_seqlens, history_lengths, num_ignored_history,
+                             uniform_layout, q_start_loc, kv_seqlens, position_ids, cu_seqlens,
+                             values=reads_values(q_seqlens))
     width = tokens // batch if batch else 0
-    step_context_kernel[(max(cdiv(batch, REQUESTS), 1),)](
+    span = lanes(cdiv(tokens, batch) if batch else 1, WIDTH)
+    rows = min(lanes(batch, REQUESTS), max(1024 // span, 1))
+    step_context_kernel[(max(cdiv(batch, rows), 1),)](
         q_seqlens, q_seqlens.stride(0), history_lengths, history_lengths.stride(0), num_ignored_history,
         num_ignored_history.stride(0), q_start_loc, kv_seqlens, position_ids, cu_seqlens, batch, width,
-        max(width, 1), UNIFORM=uniform_layout, BLOCK_R=32, BLOCK_S=LENS, BLOCK_T=SPAN)
+        UNIFORM=uniform_layout, BLOCK_R=rows, BLOCK_W=span, BLOCK_P=lanes(batch, LENS))
+
+
+SPAN = 128
+
+
+def table_tile(columns: int) -> tuple[int, int]:
+    width = min(next_power_of_2(max(columns, 1)), 1024)
+    return max(1, 4096 // width), width
 
 
 # ---------------------------------------------------------------- graph.dsa_indexer_metadata
