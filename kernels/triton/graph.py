@@ -187,58 +187,60 @@ def step_context(*, q_seqlens, history_lengths, num_ignored_history, uniform_lay
         UNIFORM=uniform_layout, BLOCK_R=rows, BLOCK_W=span, BLOCK_P=lanes(batch, LENS))
 
 
-SPAN = 128
-
-
-def table_tile(columns: int) -> tuple[int, int]:
-    width = min(next_power_of_2(max(columns, 1)), 1024)
-    return max(1, 4096 // width), width
-
-
 # ---------------------------------------------------------------- graph.dsa_indexer_metadata
+
+@triton.jit
+def dsa_tokens(lens_ptr, out_table_ptr, table_ptr, table_rows, table_cols, b, fetch, start, q, kv, j0, blocks,
+               n_rows, dcp_size, dcp_rank, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Tokens j0 + [0, BLOCK_W) of the requests `b` (those below their q): the rank's share of the causal
+    length in row start + j, and the request's block row (read where `fetch`) copied into it, BLOCK_C
+    columns at a time."""
+    j = j0 + tl.arange(0, BLOCK_W)
+    row = start[:, None] + j[None, :]
+    live = (j[None, :] < q[:, None]) & (row < n_rows)
+    reach = kv[:, None] - q[:, None] + j[None, :] + dcp_size - dcp_rank
+    tl.store(lens_ptr + row, tl.where(reach > 0, reach // dcp_size, 0).to(tl.int32), mask=live)
+    for c0 in range(0, blocks, BLOCK_C):          # one step while NB <= BLOCK_C
+        c = c0 + tl.arange(0, BLOCK_C)
+        entry = tl.load(table_ptr + b.to(tl.int64)[:, None] * table_rows + c[None, :].to(tl.int64) * table_cols,
+                        mask=fetch[:, None] & (c[None, :] < blocks), other=0)
+        tl.store(out_table_ptr + row[:, :, None] * blocks + c[None, None, :], entry.to(tl.int32)[:, None, :],
+                 mask=live[:, :, None] & (c[None, None, :] < blocks))
+
 
 @launcher
 @triton.jit
 def dsa_kernel(q_ptr, q_stride, kv_ptr, kv_stride, cu_ptr, cu_stride, table_ptr, table_rows, table_cols,
-               lens_ptr, out_table_ptr, batch, blocks, n_rows, dcp_size, dcp_rank, steps,
-               BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Program p: rows [p * BLOCK_T, (p + 1) * BLOCK_T); each row finds its request by binary search
-    over cu_q (the last request whose offset is <= the row)."""
-    t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
-    live = (t < tl.load(cu_ptr + batch * cu_stride).to(tl.int64)) & (t < n_rows)
-    lo = tl.zeros([BLOCK_T], tl.int64)
-    hi = tl.zeros([BLOCK_T], tl.int64) + batch
-    for _ in range(steps):
-        active = lo < hi
-        mid = (lo + hi) // 2
-        end = tl.load(cu_ptr + (mid + 1) * cu_stride, mask=active & live, other=0).to(tl.int64)
-        right = active & (end <= t)
-        lo, hi = tl.where(right, mid + 1, lo), tl.where(active & ~right, mid, hi)
-    owner = tl.minimum(lo, batch - 1)
-    start = tl.load(cu_ptr + owner * cu_stride, mask=live, other=0).to(tl.int64)
-    q = tl.load(q_ptr + owner * q_stride, mask=live, other=0).to(tl.int64)
-    kv = tl.load(kv_ptr + owner * kv_stride, mask=live, other=0).to(tl.int64)
-    reach = kv - q + (t - start) + 1 + dcp_size - 1 - dcp_rank
-    lengths = tl.where(reach > 0, reach // dcp_size, 0)
-    tl.store(lens_ptr + t, lengths.to(tl.int32), mask=live)
-    for c0 in range(0, blocks, BLOCK_C):
-        c = c0 + tl.arange(0, BLOCK_C)
-        tile = live[:, None] & (c[None, :] < blocks)
-        entry = tl.load(table_ptr + owner[:, None] * table_rows + c[None, :].to(tl.int64) * table_cols,
-                        mask=tile, other=0)
-        tl.store(out_table_ptr + t[:, None].to(tl.int64) * blocks + c[None, :], entry.to(tl.int32), mask=tile)
+               lens_ptr, out_table_ptr, batch, blocks, n_rows, dcp_size, dcp_rank,
+               BLOCK_R: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Program p: requests [p * BLOCK_R, (p + 1) * BLOCK_R), with their tokens as [BLOCK_R, BLOCK_W,
+    BLOCK_C] tiles: one round of independent loads (q, kv, cu_q, the block rows), then the stores; a
+    loop only for queries longer than BLOCK_W."""
+    b = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    real = b < batch
+    at = b.to(tl.int64)
+    q = tl.load(q_ptr + at * q_stride, mask=real, other=0).to(tl.int64)
+    kv = tl.load(kv_ptr + at * kv_stride, mask=real, other=0).to(tl.int64)
+    start = tl.load(cu_ptr + at * cu_stride, mask=real, other=0).to(tl.int64)
+    dsa_tokens(lens_ptr, out_table_ptr, table_ptr, table_rows, table_cols, b, real, start, q, kv, 0, blocks,
+               n_rows, dcp_size, dcp_rank, BLOCK_W, BLOCK_C)     # block rows read with q, not after it
+    for j0 in range(BLOCK_W, tl.max(q, 0), BLOCK_W):  # queries longer than BLOCK_W only
+        dsa_tokens(lens_ptr, out_table_ptr, table_ptr, table_rows, table_cols, b, q > j0, start, q, kv, j0,
+                   blocks, n_rows, dcp_size, dcp_rank, BLOCK_W, BLOCK_C)
 
 
 def dsa_indexer_metadata(*, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_size, dcp_rank, indexer_kv_lens,
                          expanded_block_table):
-    """See `specverify.oracles.graph.dsa_indexer_metadata`. One launch over the N rows."""
+    """See `specverify.oracles.graph.dsa_indexer_metadata`. One launch over the requests; the token
+    tile's width is N / B rounded up (the mean query length when N is exact)."""
     batch, blocks = validate(oracle.check_dsa_indexer_metadata, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_size,
                              dcp_rank, indexer_kv_lens, expanded_block_table, values=reads_values(q_seqlens))
     if batch == 0 or N == 0:
         return
-    rows, width = table_tile(blocks)
-    rows = min(rows, SPAN)
-    dsa_kernel[(cdiv(N, rows),)](
+    columns = lanes(blocks, 1024)
+    span = lanes(cdiv(N, batch), min(WIDTH, max(DSA_TILE // columns, 1)))
+    rows = min(lanes(batch, REQUESTS), max(DSA_TILE // (span * columns), 1))
+    dsa_kernel[(cdiv(batch, rows),)](
         q_seqlens, q_seqlens.stride(0), kv_seqlens, kv_seqlens.stride(0), cu_q, cu_q.stride(0), block_offsets,
         block_offsets.stride(0), block_offsets.stride(1), indexer_kv_lens, expanded_block_table, batch, blocks, N,
-        dcp_size, dcp_rank, batch.bit_length(), BLOCK_T=rows, BLOCK_C=width)
+        dcp_size, dcp_rank, BLOCK_R=rows, BLOCK_W=span, BLOCK_C=columns)
