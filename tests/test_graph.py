@@ -234,7 +234,8 @@ def test_past_one_block():
                             "graph_qkv_lens": Buffer((3, capture), "int32"),
                             "graph_cu_seqlens": Buffer((2, capture + 1), "int32")})
     step = Example("valid",
-                   inputs={"q_seqlens": q, "history_lengths": history + 2**31, "num_ignored_history": history // 2 + 2**31,
+                   inputs={"q_seqlens": q, "history_lengths": history + 2**31,
+                           "num_ignored_history": history // 2 + 2**31,
                            "uniform_layout": False},
                    outputs={"q_start_loc": Buffer((batch,), "int64"), "kv_seqlens": Buffer((batch,), "int64"),
                             "position_ids": Buffer((tokens,), "int64"), "cu_seqlens": Buffer((2, batch + 1), "int32")})
