@@ -7,9 +7,10 @@ probs), rejection.sample and rejection.sample_padded (every row greedy: `is_gree
 every row random: `is_greedy` all False, with draft probs and noise). Each case: one eager call checked
 byte for byte against the Torch backend (a mismatch is printed loudly and fails the run), then 20 calls
 captured in one CUDA graph on a stream that already ran the call, replayed; µs per call = event time of a
-replay / 20, the median of 5 replays. GB/s counts the probability tables read (target, draft probs,
-inv_q, each once) and the outputs written; the device-to-device copy of a 1 GiB buffer (read + write)
-measured in the same run is the reference. Results: a table and $OUT/triton_rejection.json.
+replay / 20, the median of 5 replays. The eager call runs on that stream after all work queued on the
+current one (inputs, reference, the -9 fill of its outputs). GB/s counts the probability tables read
+(target, draft probs, inv_q, each once) and the outputs written; the device-to-device copy of a 1 GiB
+buffer (read + write) measured in the same run is the reference. Results: a table and $OUT/triton_rejection.json.
 """
 from __future__ import annotations
 
@@ -115,6 +116,25 @@ def equal(got: dict, want: dict) -> bool:
     return all(torch.equal(got[k], want[k]) for k in got)
 
 
+def differences(got: dict, want: dict) -> str:
+    """Per output: elements that differ, and how many of them still hold the -9 fill (never written)."""
+    parts = []
+    for k in got:
+        wrong = got[k] != want[k]
+        parts.append(f"{k}: {int(wrong.sum())} differ, {int((wrong & (got[k] == -9)).sum())} unwritten")
+    return "; ".join(parts)
+
+
+def on_side_stream(call, stream: torch.cuda.Stream) -> None:
+    """Run `call` on `stream` after all work queued on the current stream (the inputs, the Torch reference,
+    the -9 fill of the outputs), then make the current stream wait for it. Without the first wait the
+    fill, queued behind a slow reference, can land after the kernel's writes."""
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        call()
+    torch.cuda.current_stream().wait_stream(stream)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--programs-per-sm", type=int, nargs="+", default=[kernels.PROGRAMS_PER_SM],
@@ -144,10 +164,10 @@ def main() -> int:
                     split, tile, _ = kernels.split_plan(batch * K, vocab, *kernels.program_budget(torch.device("cuda", 0)))
                     got = outputs()
                     call = lambda: getattr(kernels, fn)(**inputs, **got)
-                    with torch.cuda.stream(stream):
-                        call()
-                    stream.synchronize()
+                    on_side_stream(call, stream)
                     same = equal(got, want)
+                    if not same:
+                        print(f"  eager call: {differences(got, want)}")
                     us = graph_us(call, stream)
                     same = same and equal(got, want)    # the replays wrote the same bytes
                     gbps = moved / us / 1e3

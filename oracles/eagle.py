@@ -11,8 +11,12 @@ as vLLM allocates them). Fixed choices: `num_rejected_tokens` int32, `slot_mappi
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 import numpy as np
 
+from specverify.oracles import rejection
 from specverify.oracles.checks import (dtype_name, need_at_least, need_at_most, need_dtype,
                                        need_inclusive_offsets, need_int, need_ndim, need_shape)
 
@@ -132,6 +136,67 @@ def prepare_inputs_padded(*, cu_num_draft_tokens, valid_sampled_tokens_count, qu
         rejected = n + 1 - int(valid_sampled_tokens_count[r]) if n > 0 else 0
         num_rejected_tokens[r] = rejected
         token_indices_to_sample[r] = int(query_start_loc[r + 1]) - 1 - rejected
+
+
+# ---------------------------------------------------------------- eagle.verify_and_prepare_padded
+
+@contextmanager
+def output_as_sampled() -> Iterator[None]:
+    """next_token_padded reads the verified output_token_ids as its sampled_token_ids: an error it
+    raises about that field names the fused stage's field as well."""
+    try:
+        yield
+    except (ValueError, TypeError) as error:
+        if not str(error).startswith("sampled_token_ids"):
+            raise
+        raise type(error)(f"output_token_ids: after verification, as next_token_padded's {error}") from error
+
+
+def check_verify_and_prepare(draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
+                             max_spec_len, output_token_ids, discard_mask, backup_next_token_ids, vocab_size,
+                             query_start_loc, num_reqs, next_token_ids, valid_sampled_tokens_count,
+                             token_indices_to_sample, num_rejected_tokens, values=True) -> int:
+    """The three pieces' checks as a fused kernel runs them before its launch: every dtype and shape,
+    and (`values`) the values verification reads. The values the later pieces read depend on what
+    verification writes: `check_verified` checks them afterwards. Returns B."""
+    batch = rejection.check_greedy(draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
+                                   max_spec_len, output_token_ids, values)
+    check_next_token_padded(output_token_ids, discard_mask, backup_next_token_ids, vocab_size, next_token_ids,
+                            valid_sampled_tokens_count, values=False)
+    check_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc, num_reqs,
+                                token_indices_to_sample, num_rejected_tokens, values=False)
+    return batch
+
+
+def check_verified(cu_num_draft_tokens, output_token_ids, discard_mask, backup_next_token_ids, vocab_size,
+                   query_start_loc, num_reqs, next_token_ids, valid_sampled_tokens_count, token_indices_to_sample,
+                   num_rejected_tokens) -> None:
+    """The value checks of next_token_padded and prepare_inputs_padded on what the fused step wrote, in
+    the order the three pieces run them: the same first error as the composition."""
+    with output_as_sampled():
+        check_next_token_padded(output_token_ids, discard_mask, backup_next_token_ids, vocab_size, next_token_ids,
+                                valid_sampled_tokens_count)
+    check_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc, num_reqs,
+                                token_indices_to_sample, num_rejected_tokens)
+
+
+def verify_and_prepare_padded(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
+                              max_spec_len, output_token_ids, discard_mask, backup_next_token_ids, vocab_size,
+                              query_start_loc, num_reqs, next_token_ids, valid_sampled_tokens_count,
+                              token_indices_to_sample, num_rejected_tokens):
+    """The engine's padded EAGLE step after the target pass: rejection.greedy into output_token_ids,
+    then next_token_padded on that buffer, then prepare_inputs_padded on its counts."""
+    rejection.greedy(draft_token_ids=draft_token_ids, target_argmax=target_argmax, bonus_token_ids=bonus_token_ids,
+                     cu_num_draft_tokens=cu_num_draft_tokens, is_greedy=is_greedy, max_spec_len=max_spec_len,
+                     output_token_ids=output_token_ids)
+    with output_as_sampled():
+        next_token_padded(sampled_token_ids=output_token_ids, discard_mask=discard_mask,
+                          backup_next_token_ids=backup_next_token_ids, vocab_size=vocab_size,
+                          next_token_ids=next_token_ids, valid_sampled_tokens_count=valid_sampled_tokens_count)
+    prepare_inputs_padded(cu_num_draft_tokens=cu_num_draft_tokens,
+                          valid_sampled_tokens_count=valid_sampled_tokens_count, query_start_loc=query_start_loc,
+                          num_reqs=num_reqs, token_indices_to_sample=token_indices_to_sample,
+                          num_rejected_tokens=num_rejected_tokens)
 
 
 # ---------------------------------------------------------------- eagle.prepare_inputs

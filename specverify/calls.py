@@ -68,10 +68,23 @@ def time_limit(seconds: float | None) -> Iterator[None]:
 
 
 def synchronize(device: str) -> None:
-    if device == "cuda":
+    if device.startswith("cuda"):
         import torch
 
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
+
+
+@contextmanager
+def on_device(device: str) -> Iterator[None]:
+    """Make `device` ("cuda:1") the current CUDA device for the call (Triton launches on the current
+    one); plain "cuda" and "cpu" leave it as it is."""
+    if not device.startswith("cuda:"):
+        yield
+        return
+    import torch
+
+    with torch.cuda.device(device):
+        yield
 
 
 def invoke(impl: Callable[..., Any], plan: Plan, arena: np.ndarray, lib: str, device: str, checked: bool,
@@ -79,13 +92,13 @@ def invoke(impl: Callable[..., Any], plan: Plan, arena: np.ndarray, lib: str, de
     """Call `impl` on the plan's arguments over `arena`, the way `probe` (specverify.probes) says;
     afterwards the arena holds what it did. Returns (returned value, error, bound arguments, measures)."""
     from specverify.kernels.checks import checked_mode
-    from specverify.probes import PROBES
+    from specverify.probes import resolve
 
     bound = Bound(plan, arena, lib, device)
     returned, error, measures = None, None, {}
     try:
-        with checked_mode(checked), time_limit(timeout):
-            returned, measures = PROBES[probe](lambda: impl(**bound.kwargs), bound, device)
+        with checked_mode(checked), time_limit(timeout), on_device(device):
+            returned, measures = resolve(probe)(lambda: impl(**bound.kwargs), bound, device)
     except CallTimeout:
         error = CallError("timeout", f"timed out: still running after {timeout:g} s")
     except KeyboardInterrupt:

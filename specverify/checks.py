@@ -54,6 +54,8 @@ class Outcome:
     kind: str = ""                     # failure kind: "wrong", "raised", "exit", "signal", "timeout", ...
     case: Path | None = None
     measures: dict = field(default_factory=dict)   # property checks: the largest value measured, by name
+    timing: dict = field(default_factory=dict)     # searches: seconds in the oracle, call, judge, guard, other
+    worker: str = ""                   # a sharded run: where it ran ("gpu 1", "cpu worker 2", "driver")
     coverage: Counter = field(default_factory=Counter)
     source: str = ""                   # "module:function" of the implementation
     fingerprint: dict = field(default_factory=dict)        # its module: {"module", "file", "sha256"}
@@ -92,6 +94,7 @@ class Check:
     run: Callable[[Target, Context], Outcome]
     planned: Callable[[Target, Profile, int | None], int] = lambda t, p, n: 0   # examples it will draw
     by_default: Callable[[Target], bool] = lambda t: True   # asked unless checks are named explicitly
+    spans_devices: bool = False                         # calls on every device: a sharded run keeps it in the driver
 
 
 CHECKS: dict[str, Check] = {}

@@ -1,4 +1,4 @@
-"""The command line: `specverify list | check | replay | show`.
+"""The command line: `specverify list | check | replay | show | bench`.
 
 Exit status: 0 when everything checked passed (failures every one covered by an expect-fail waiver
 included), 1 on any other failure or a waiver that is no longer needed, 2 on bad usage (a bad waiver
@@ -64,8 +64,35 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
                      help="run implementations in worker processes (default: the profile's; always for --impl)")
     chk.add_argument("--timeout", type=seconds, metavar="S", help="time limit per call (default: the profile's)")
+    chk.add_argument("--devices", metavar="all|I,J|cpu:N",
+                     help="spread the targets over worker processes, one pinned to each GPU (all, or indices "
+                          "such as 0,1; repeat one for two workers on it), or N unpinned workers (cpu:N)")
+    chk.add_argument("--ray", metavar="auto|ADDRESS",
+                     help="spread the targets over a Ray cluster, one task per GPU (CPU tasks without GPUs); "
+                          "needs pip install specverify[ray]")
     chk.add_argument("--target-timeout", type=seconds, metavar="S",
                      help="time limit per target, all its checks (default: the profile's)")
+
+    bch = sub.add_parser("bench", help="time every stage's implementations on its benchmark input (checked first)")
+    bch.add_argument("--stage", action="append", metavar="NAME", help="stage name or glob (repeatable)")
+    bch.add_argument("--backend", action="append", choices=[b for b in backends.BUILT_IN if b != "oracle"],
+                     help="our backends to bench (repeatable; default: every one the stage has)")
+    bch.add_argument("--batch", nargs="+", type=int_list, metavar="B", help="batch sizes (default 1 16 64 256 512 1024)")
+    bch.add_argument("--vocab", nargs="+", type=int_list, metavar="V",
+                     help="vocabularies of the stages that read probabilities (default 32000 151936); the "
+                          "others take the last")
+    bch.add_argument("--device", choices=backends.DEVICES, help="default: cuda when present, else cpu")
+    bch.add_argument("--calls", type=positive, default=20, metavar="N", help="calls per graph and per timed loop")
+    bch.add_argument("--replays", type=positive, default=5, metavar="N", help="graph replays per measurement")
+    bch.add_argument("--repeat", type=positive, default=5, metavar="N", help="host-timed loops per measurement")
+    bch.add_argument("--impl", metavar="MODULE:FUNCTION", help="bench an outside implementation beside ours (one --stage)")
+    bch.add_argument("--vendor", metavar="NAME", help="bench every stage a vendor implements beside ours")
+    bch.add_argument("--out", type=Path, metavar="DIR", help="where results.json and the PNGs go (default bench/results)")
+    bch.add_argument("--json", action=argparse.BooleanOptionalAction, default=True, help="write results.json")
+    bch.add_argument("--plots", action=argparse.BooleanOptionalAction, default=True, help="draw PNGs (matplotlib)")
+    bch.add_argument("--plot-from", type=Path, metavar="PATH", help="only draw the PNGs of a results.json")
+    bch.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the benchmark inputs")
+    bch.add_argument("--timeout", type=seconds, default=600.0, metavar="S", help="time limit of an outside call")
 
     shw = sub.add_parser("show", help="print stage contracts: fields, semantics, tiers, a worked example")
     shw.add_argument("stage", nargs="*", metavar="STAGE",
@@ -87,6 +114,17 @@ def positive(text: str) -> int:
     return value
 
 
+def int_list(text: str) -> list[int]:
+    """ "16" or "1,16,64": positive integers."""
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected integers (1,16,64 or 1 16 64)") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: every value must be at least 1")
+    return values
+
+
 def seconds(text: str) -> float:
     value = float(text)
     if not value > 0:
@@ -99,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():   # kernels' and interpreters' warnings are not the run's output
             warnings.simplefilter("ignore")
-            return {"list": cmd_list, "check": cmd_check, "replay": cmd_replay, "show": cmd_show}[args.command](args)
+            return {"list": cmd_list, "check": cmd_check, "replay": cmd_replay, "show": cmd_show,
+                    "bench": cmd_bench}[args.command](args)
     except (UsageError, LookupError, cases.CaseError, waivers.WaiverError) as exc:
         console.print(f"specverify {args.command}: error: {exc}", markup=False)
         return USAGE
@@ -172,29 +211,37 @@ def resolve_targets(args, vendor: vendors.Vendor | None = None) -> tuple[list, l
 
 
 class ProgressListener(session.Listener):
-    """A live display: every (target, check) pair, and the examples of the one running."""
+    """A live display: every (target, check) pair, and the examples of the check each lane is running."""
 
     def __init__(self, progress: Progress, total: int):
         self.bar = progress
         self.overall = progress.add_task("checks", total=total)
-        self.task = None
+        self.tasks: dict[str, tuple[tuple[str, str], object]] = {}    # lane -> ((target, check), task)
 
-    def check_started(self, target, check, planned) -> None:
-        self.task = self.bar.add_task(f"  {target.label}: {check}", total=planned)
+    def check_started(self, target, check, planned, lane="") -> None:
+        self.drop(lane)
+        where = f"[{lane}] " if lane else ""
+        self.tasks[lane] = ((target.label, check), self.bar.add_task(f"  {where}{target.label}: {check}",
+                                                                      total=planned))
 
-    def progress(self, done: int) -> None:
-        if self.task is not None:
-            self.bar.update(self.task, completed=done)
+    def progress(self, done: int, lane="") -> None:
+        if lane in self.tasks:
+            self.bar.update(self.tasks[lane][1], completed=done)
+
+    def drop(self, lane: str) -> None:
+        if lane in self.tasks:
+            self.bar.remove_task(self.tasks.pop(lane)[1])
 
     def check_done(self, target, outcome) -> None:
-        if self.task is not None:
-            self.bar.remove_task(self.task)
-            self.task = None
+        for lane, (key, _) in list(self.tasks.items()):
+            if key == (target.label, outcome.check):
+                self.drop(lane)
         self.bar.advance(self.overall)
         mark = {"passed": "ok", "failed": "FAILED", "error": "ERROR", "skipped": "skip", "xfailed": "xfail",
                 "waived": "waived"}[outcome.status]
+        where = f"  [{outcome.worker}]" if outcome.worker else ""
         self.bar.console.print(f"{mark:6} {target.label}: {outcome.check}  ({outcome.examples} examples, "
-                                    f"{outcome.seconds:.1f}s)", markup=False)
+                               f"{outcome.seconds:.1f}s){where}", markup=False)
 
 
 def cmd_check(args) -> int:
@@ -209,7 +256,7 @@ def cmd_check(args) -> int:
                               tuple(args.check) if args.check else None, waiver_set)
     total = session.planned(targets, options)
     outside = bool(args.impl or vendor)
-    mode = "isolated" if options.isolated or outside else "in process"
+    mode = ("isolated" if options.isolated or outside else "in process") + spread(args)
     if vendor is not None:
         console.print(f"vendor {vendor.name}: {vendor.declaration}"
                       f"{f' ({vendor.distribution})' if vendor.distribution else ''}: "
@@ -219,9 +266,13 @@ def cmd_check(args) -> int:
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as progress:
         try:
-            outcomes += session.run(targets, options, ProgressListener(progress, total))
+            outcomes += run_targets(targets, options, args, ProgressListener(progress, total))
         except session.ImplementationNotFound as exc:
             raise UsageError(f"--impl {exc}") from None
+        except ValueError as exc:     # shard.DevicesError, cluster.RayError: --devices or --ray
+            if type(exc).__name__ not in ("DevicesError", "RayError"):
+                raise
+            raise UsageError(str(exc)) from None
     implemented = set(vendor.implementations) if vendor is not None else None
     if waiver_set is not None:
         waiver_set.finish(set(registry.all_stages()), implemented)
@@ -234,6 +285,34 @@ def cmd_check(args) -> int:
     for line in problems:
         console.print(f"specverify check: error: {line}", markup=False)
     return run.exit_status if run.exit_status == FAILED or not problems else USAGE
+
+
+def spread(args) -> str:
+    """How the run is spread, for its first line; bad --devices or --ray values are usage errors here."""
+    if args.devices and args.ray:
+        raise UsageError("--devices and --ray exclude each other")
+    if args.devices:
+        from specverify import shard
+
+        try:
+            chosen = shard.lanes(args.devices)
+        except shard.DevicesError as exc:
+            raise UsageError(str(exc)) from None
+        return f", {len(chosen)} worker(s): {', '.join(lane.name for lane in chosen)}"
+    return f", Ray ({args.ray})" if args.ray else ""
+
+
+def run_targets(targets: list, options: session.Options, args, listener) -> list[Outcome]:
+    """In this process, over local workers (--devices) or over Ray (--ray)."""
+    if args.ray:
+        from specverify import cluster
+
+        return cluster.run(targets, options, args.ray, listener)
+    if args.devices:
+        from specverify import shard
+
+        return shard.run_local(targets, options, args.devices, listener)
+    return session.run(targets, options, listener)
 
 
 def print_run(run: Run, args, outside: bool) -> None:
@@ -284,10 +363,15 @@ def cmd_replay(args) -> int:
     if outside and not args.impl:
         console.print(f"  note: this case failed for an outside implementation ({', '.join(outside)}); "
                       f"replay it with --impl {outside[0]}. Our own backends:", markup=False)
+    across = any(f.get("check") == "cross-device" for f in cases.failures_of(args.path))
     failed = False
     for target in targets:
+        devices = across and CHECKS["cross-device"].applies(target) is None
+        if across and not devices:
+            console.print(f"  note: this case failed the cross-device check; on {target.backend.name}/"
+                          f"{target.device}: {CHECKS['cross-device'].applies(target)}", markup=False)
         try:
-            session.verify_example(target, example, args.timeout or 120.0)
+            session.verify_example(target, example, args.timeout or 120.0, devices)
             console.print(f"  passed  {target.backend.name}/{target.device}", markup=False)
         except (Failure, OracleError) as exc:
             failed = True
@@ -312,4 +396,78 @@ def cmd_show(args) -> int:
         console.print(Markdown(text))
     else:
         sys.stdout.write(text)
+    return PASSED
+
+
+def cmd_bench(args) -> int:
+    """Check, then time, every selected stage's implementations; a table, results.json and PNGs."""
+    from specverify.bench import report, run
+
+    if args.plot_from:
+        try:
+            results = report.read_json(args.plot_from)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        return plot(results, args.out or args.plot_from.parent)
+    if args.impl and args.vendor:
+        raise UsageError("--impl and --vendor exclude each other")
+    device = args.device or ("cuda" if env.cuda_available() else "cpu")
+    why = backends.unavailable("torch", device)
+    if why:
+        raise UsageError(f"--device {device}: {why}")
+    if not args.device and device == "cpu":
+        console.print("specverify bench: no CUDA device: benching on the CPU (wall times)", markup=False)
+    stages = registry.select(args.stage)
+    outside: dict[str, str] = {}
+    if args.vendor:
+        vendor = vendors.resolve(args.vendor, list(registry.all_stages()))
+        outside = {s.name: vendor.implementations[s.name] for s in stages if s.name in vendor.implementations}
+        if not outside:
+            raise UsageError(f"--stage selects no stage that vendor {vendor.name} implements")
+        stages = [s for s in stages if s.name in outside]
+    elif args.impl:
+        if len(stages) != 1:
+            raise UsageError(f"--impl benches one stage; --stage selects {len(stages)}")
+        outside = {stages[0].name: args.impl}
+    options = run.Options(device, tuple(sum(args.batch or [list(run.BATCHES)], [])),
+                          tuple(sum(args.vocab or [list(run.VOCABS)], [])),
+                          run.Settings(args.calls, args.replays, args.repeat), tuple(args.backend or ()) or None,
+                          outside, args.seed, args.timeout)
+    console.print(f"specverify bench: {len(stages)} stage(s) on {device}, B {list(options.batches)}, "
+                  f"V {list(options.vocabs)}", markup=False)
+    try:
+        results = run.run(stages, options, bench_progress)
+    except session.ImplementationNotFound as exc:
+        raise UsageError(f"--impl {exc}") from None
+    console.print(report.table(results))
+    for line in report.reference_lines(results):
+        console.print(line, markup=False)
+    out = args.out or Path("bench/results")
+    if args.json:
+        report.write_json(results, out / "results.json")
+        console.print(f"wrote {out / 'results.json'}", markup=False)
+    if args.plots:
+        plot(results, out)
+    statuses = {r["status"] for r in results["rows"]}
+    return NOTHING_CHECKED if not statuses else FAILED if statuses - {"ok"} else PASSED
+
+
+def bench_progress(row: dict) -> None:
+    where = f"{row['stage']} {row['backend']}/{row['device']} B={row['B']} V={row['V']}"
+    if row["status"] != "ok":
+        console.print(f"{row['status'].upper():6} {where}: {row.get('message', '')}", markup=False)
+        return
+    device = f"{row['device_us']:.3g} µs {row.get('device_method')}, " if row.get("device_us") is not None else ""
+    console.print(f"ok     {where}: {device}{row['host_us']:.3g} µs host", markup=False)
+
+
+def plot(results: dict, out: Path) -> int:
+    from specverify.bench import figures
+
+    notice = figures.missing()
+    if notice:
+        console.print(notice, markup=False)
+        return PASSED
+    for path in figures.draw(results, out):
+        console.print(f"wrote {path}", markup=False)
     return PASSED

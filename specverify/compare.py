@@ -46,6 +46,12 @@ def raw_hex(value: np.ndarray) -> str:
     return "0x" + np.asarray(value).reshape(1).view(np.uint8).tobytes()[::-1].hex()
 
 
+def element(array: np.ndarray, index: tuple[int, ...]) -> np.ndarray:
+    """array[index] as a one-element array: its bytes as stored (indexing a bool array to a scalar would
+    turn any nonzero byte into True)."""
+    return array[tuple(slice(i, i + 1) for i in index)]
+
+
 def element_bytes_differ(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Per element: does any byte differ?"""
     itemsize = a.dtype.itemsize
@@ -107,13 +113,13 @@ def compare_output(slot: Slot, expected: np.ndarray, actual: np.ndarray, defined
 
     def shown(value) -> str:
         raw = np.asarray(value).tobytes()
-        if raw == np.asarray(poison[first]).tobytes():
+        if raw == element(poison, first).tobytes():
             return f"untouched (poison {raw_hex(value)})"
         if raw in (bytes([GUARD]) * len(raw), bytes([GUARD_B]) * len(raw)):
             return f"an input's guard bytes ({raw_hex(value)}): read outside an input?"
         return show(value)
 
-    return Difference(slot.name, where, kinds[first], shown(exp[first]), shown(act[first]), counts)
+    return Difference(slot.name, where, kinds[first], shown(element(exp, first)), shown(element(act, first)), counts)
 
 
 def compare_untouched(slot: Slot, actual: np.ndarray, writable: np.ndarray, before: np.ndarray) -> Difference | None:
@@ -132,7 +138,7 @@ def compare_untouched(slot: Slot, actual: np.ndarray, writable: np.ndarray, befo
         where, kind = "[" + ", ".join(map(str, slot.layout.view_position(first))) + "]", "stray write"
     else:
         where, kind = f" storage gap at base [{', '.join(map(str, first))}]", "write into a gap"
-    return Difference(slot.name, where, kind, f"untouched (poison {raw_hex(poison[first])})", show(act[first]),
+    return Difference(slot.name, where, kind, f"untouched (poison {raw_hex(element(poison, first))})", show(element(act, first)),
                       {"stray write": int((stray & in_view).sum()), "write into a gap": int((stray & ~in_view).sum())})
 
 
@@ -141,6 +147,8 @@ def input_difference(slot: Slot, before: np.ndarray, after: np.ndarray) -> str |
     guard = guard_difference(slot, before, after, "input ")
     if guard is not None:
         return guard.text
+    if np.array_equal(before[slot.offset:slot.end], after[slot.offset:slot.end]):   # the common case, fast
+        return None
     _, b, _ = slot.split(before)
     _, a, _ = slot.split(after)
     differs = element_bytes_differ(b, a)
@@ -155,4 +163,4 @@ def input_difference(slot: Slot, before: np.ndarray, after: np.ndarray) -> str |
         return None
     first = tuple(int(i) for i in np.argwhere(differs)[0])
     at = ", ".join(map(str, slot.layout.view_position(first)))
-    return f"changed its input `{slot.name}` at [{at}]: was {show(b[first])}, now {show(a[first])}"
+    return f"changed its input `{slot.name}` at [{at}]: was {show(element(b, first))}, now {show(element(a, first))}"

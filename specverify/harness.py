@@ -8,8 +8,12 @@ inputs (an out-of-bounds read, found by running again with another guard pattern
 """
 from __future__ import annotations
 
+import time
+from collections import Counter
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -19,6 +23,22 @@ from specverify.compare import compare_output, compare_untouched, element_bytes_
 from specverify.materialize import GUARD_B, GUARD_BYTES, POISON_A, POISON_B, Plan, as_container, same_value
 from specverify.report import first_value_difference
 from specverify.stage import Example, Stage
+
+
+# Seconds spent per phase of a verdict ("oracle", "call", "judge", "guard": the second guard pattern's
+# calls), added up while a search sets a Counter here (the outcome's `timing`).
+spent: ContextVar[Counter | None] = ContextVar("spent", default=None)
+
+
+@contextmanager
+def clock(phase: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        total = spent.get()
+        if total is not None:
+            total[phase] += time.perf_counter() - started
 
 
 class Failure(AssertionError):
@@ -54,6 +74,11 @@ def run_oracle(stage: Stage, example: Example, poison: int) -> tuple[Plan, np.nd
 
 
 def expect(stage: Stage, example: Example) -> Expected:
+    with clock("oracle"):
+        return _expect(stage, example)
+
+
+def _expect(stage: Stage, example: Example) -> Expected:
     plan, before, after, returned = run_oracle(stage, example, POISON_A)
     defined = {}
     outputs = [s for s in plan.slots.values() if s.role != "input"]
@@ -104,6 +129,11 @@ def hazard_writable(slot, defined: np.ndarray) -> np.ndarray:
 
 def judge(stage: Stage, example: Example, expected: Expected, result: Result, label: str) -> Failure | None:
     """The first broken promise of one call, or None."""
+    with clock("judge"):
+        return _judge(stage, example, expected, result, label)
+
+
+def _judge(stage: Stage, example: Example, expected: Expected, result: Result, label: str) -> Failure | None:
     if result.error is not None:
         return Failure(f"{label} {result.error.headline()}", result.error.trace, result.error.kind)
     changed = changed_inputs(expected.plan, expected.before, result)
@@ -191,19 +221,22 @@ def verify(stage: Stage, example: Example, caller, label: str, guard_check: bool
         verify_refusal(stage, example, caller, label)
         return
     expected = expect(stage, example)
-    plan, arena = materialize.plan(stage, example)
-    result = caller.call(plan, arena)
+    with clock("call"):
+        plan, arena = materialize.plan(stage, example)
+        result = caller.call(plan, arena)
     failure = judge(stage, example, expected, result, label)
     if result.error is None and result.arena is not None and (failure is not None or guard_check):
-        failure = out_of_bounds_read(stage, example, caller, expected, result, label) or failure
+        with clock("guard"):
+            failure = out_of_bounds_read(stage, example, caller, expected, result, label) or failure
     if failure is not None:
         raise failure
 
 
 def verify_refusal(stage: Stage, example: Example, caller, label: str) -> None:
     """An invalid-tier example must be refused with ValueError or TypeError naming the broken field."""
-    plan, arena = materialize.plan(stage, example)
-    result = caller.call(plan, arena, checked=True)
+    with clock("call"):
+        plan, arena = materialize.plan(stage, example)
+        result = caller.call(plan, arena, checked=True)
     field, rule = example.bad_field, example.rule
     error = result.error
     if error is None:

@@ -73,5 +73,20 @@ def graph_replay(call: Call, bound: Bound, device: str) -> tuple[Any, dict]:
     return returned, {}
 
 
-PROBES: dict[str, Callable[[Call, Bound, str], tuple[Any, dict]]] = {
-    "plain": plain, "no_sync": no_sync, "launches": launches, "graph_replay": graph_replay}
+def bench(call: Call, bound: Bound, device: str, spec: str = "") -> tuple[Any, dict]:
+    """The call timed many times (`specverify.bench.timing`; `spec` its settings). The arena then holds
+    what the last call left: a timed call is never judged."""
+    from specverify.bench.timing import Settings, measure
+
+    return None, measure(call, bound, device, Settings.parse(spec))
+
+
+PROBES: dict[str, Callable[..., tuple[Any, dict]]] = {
+    "plain": plain, "no_sync": no_sync, "launches": launches, "graph_replay": graph_replay, "bench": bench}
+
+
+def resolve(probe: str) -> Callable[[Call, Bound, str], tuple[Any, dict]]:
+    """The probe a name gives: "NAME", or "NAME:SETTINGS" whose settings string is passed on."""
+    name, sep, spec = probe.partition(":")
+    found = PROBES[name]
+    return (lambda call, bound, device: found(call, bound, device, spec)) if sep else found

@@ -4,16 +4,30 @@
 - `launches`: how many device activities (kernels, copies, fills) one call launches, at most the bound
   the stage's record gives its backend (`Stage.launches`); the largest count seen is reported either way;
 - `graph-replay`: the call captured in a CUDA graph and replayed gives the bytes the contract requires
-  (not asked of a stage that takes host lists: their copy to the device cannot be captured).
+  (not asked of a stage that takes host lists: their copy to the device cannot be captured);
+- `cross-device`: the same drawn case called on every visible device leaves identical bytes (the whole
+  arena: outputs, poison and guards) and returns the same value; asked where two or more devices are
+  visible (`device_count`); a sharded run keeps it in the driver, which sees every device.
 Each draws a tenth of the valid tier's examples (at least 3), the same inputs as that tier's start.
 """
 from __future__ import annotations
 
+from contextvars import ContextVar
+
+import numpy as np
+
 from specverify import materialize
 from specverify.backends import Target
+from specverify.calls import InProcess, Result
 from specverify.checks import Check, Context, Outcome, register
-from specverify.harness import Failure, expect, judge
+from specverify.compare import element_bytes_differ, show
+from specverify.harness import Failure, clock, expect, judge
+from specverify.materialize import same_value
 from specverify.stage import Example
+
+# CPU "devices" the cross-device check compares (tests set 2: each call sees its index in `device_index`).
+CPU_DEVICES = 1
+device_index: ContextVar[int] = ContextVar("device_index", default=0)
 
 
 def on_cuda(target: Target) -> str | None:
@@ -88,3 +102,98 @@ LAUNCHES = register(property_check("launches", "device launches per call, within
                                    verify_launches))
 GRAPH_REPLAY = register(property_check("graph-replay", "a CUDA-graph capture replays to the same bytes", 42,
                                        verify_graph_replay, capturable))
+
+
+def device_count(device: str) -> int:
+    if device != "cuda":
+        return CPU_DEVICES
+    from specverify import env
+
+    if not env.cuda_available():
+        return 0
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def on_devices(target: Target) -> str | None:
+    if target.stage.host or target.backend.name == "oracle":
+        return "host code"
+    count = device_count(target.device)
+    return None if count >= 2 else f"needs two or more {target.device} devices ({count} visible)"
+
+
+def device_callers(target: Target, base) -> list:
+    """One caller per visible device ("cuda:i"; CPU: "cpu" each time), built like `base`."""
+    from specverify.worker import Isolated
+
+    count = device_count(target.device)
+    names = [f"cuda:{i}" for i in range(count)] if target.device == "cuda" else ["cpu"] * count
+    if not getattr(base, "isolated", False):
+        return [InProcess(base.impl, base.lib, name, base.timeout) for name in names]
+    callers = []
+    for name in names:
+        caller = Isolated(base.stage_name, base.source, base.lib, name, base.timeout)
+        problem = caller.start()
+        if problem is not None:
+            for started in callers + [caller]:
+                started.close()
+            raise RuntimeError(f"a worker on {name} could not start: {problem.text}")
+        callers.append(caller)
+    return callers
+
+
+def first_device_difference(plan: materialize.Plan, a: Result, b: Result) -> str | None:
+    """Where two calls' arenas (or returned values) first differ, in words."""
+    for slot in plan.slots.values():
+        _, base_a, _ = slot.split(a.arena)
+        _, base_b, _ = slot.split(b.arena)
+        differ = element_bytes_differ(base_a, base_b)
+        if differ.any():
+            where = tuple(int(i) for i in np.argwhere(differ)[0])
+            return (f"`{slot.name}` base {list(where)}: {show(base_a[where])} on the first device, "
+                    f"{show(base_b[where])} on this one ({int(differ.sum())} element(s) differ)")
+        if a.arena[slot.offset:slot.end].tobytes() != b.arena[slot.offset:slot.end].tobytes():
+            return f"the guard bytes around `{slot.name}`"
+    if not same_value(a.returned, b.returned):
+        return f"the returned value ({a.returned!r} against {b.returned!r})"
+    return None
+
+
+def verify_devices(target: Target, example: Example, callers: list) -> dict:
+    results = []
+    for index, caller in enumerate(callers):
+        with clock("call"):
+            plan, arena = materialize.plan(target.stage, example)
+            token = device_index.set(index)
+            try:
+                result = caller.call(plan, arena)
+            finally:
+                device_index.reset(token)
+        if result.error is not None:
+            raise Failure(f"{target.label} on device {index} {result.error.headline()}", result.error.trace,
+                          result.error.kind)
+        results.append(result)
+    with clock("judge"):
+        for index, result in enumerate(results[1:], 1):
+            where = first_device_difference(plan, results[0], result)
+            if where is not None:
+                raise Failure(f"{target.label} gave different bytes on device {index} than on device 0: {where}",
+                              kind="device")
+    return {"devices": len(callers)}
+
+
+def run_cross_device(target: Target, ctx: Context) -> Outcome:
+    from specverify.search import search
+
+    callers = device_callers(target, ctx.caller)
+    try:
+        return search(target, "cross-device", "valid", planned(target, ctx.profile, ctx.examples),
+                      lambda t, example, c: verify_devices(t, example, callers), ctx)
+    finally:
+        for caller in callers:
+            caller.close()
+
+
+CROSS_DEVICE = register(Check("cross-device", "identical bytes from the same case on every visible device", 43,
+                              on_devices, run_cross_device, planned, spans_devices=True))

@@ -62,7 +62,7 @@ def outcome_json(o) -> dict:
             "source": o.source, "examples": o.examples, "planned": o.planned, "found_after": o.found_after,
             "seconds": round(o.seconds, 3), "kind": o.kind, "headline": o.headline, "report": o.report,
             "case": str(o.case) if o.case else None, "coverage": dict(o.coverage), "measures": o.measures,
-            "waiver": o.waiver,
+            "timing": o.timing, "worker": o.worker, "waiver": o.waiver,
             "notes": o.notes, "failures": failures(o),
             "replays": [{"case": r.case_id, "path": str(r.path), "tier": r.tier, "origin": r.origin,
                          "status": r.status, "waiver": r.waiver} for r in o.replays]}

@@ -17,7 +17,7 @@ from specverify import cases, env
 from specverify.backends import Target
 from specverify.calls import error_text
 from specverify.checks import Context, Outcome
-from specverify.harness import Failure, OracleError, verify
+from specverify.harness import Failure, OracleError, spent, verify
 from specverify.profiles import seed_for
 from specverify.report import failure_report, replay_command
 from specverify.stage import DrawContext, Example
@@ -63,7 +63,8 @@ def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ct
     started = time.perf_counter()
     failing: list[tuple[Example, BaseException]] = []
     seen: Counter = Counter()
-    token = coverage.set(seen)
+    timing: Counter = Counter()
+    token, clocks = coverage.set(seen), spent.set(timing)
 
     def probe(example: Example) -> None:
         if ctx.deadline is not None and time.monotonic() > ctx.deadline:
@@ -110,8 +111,11 @@ def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ct
         outcome.report = outcome.headline + "\n" + "".join(frames[-4:])
     finally:
         coverage.reset(token)
+        spent.reset(clocks)
     outcome.coverage = seen
     outcome.seconds = time.perf_counter() - started
+    outcome.timing = {phase: round(timing[phase], 4) for phase in ("oracle", "call", "judge", "guard")}
+    outcome.timing["other"] = round(max(0.0, outcome.seconds - sum(timing.values())), 4)   # drawing, shrinking
     return outcome
 
 

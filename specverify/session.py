@@ -53,10 +53,11 @@ class Options:
 
 
 class Listener:
-    """What a session tells its front end (the CLI shows progress; pytest ignores it)."""
+    """What a session tells its front end (the CLI shows progress; pytest ignores it). `lane`: in a
+    sharded run, the worker the event comes from ("" in a run in one process)."""
 
-    def check_started(self, target: Target, check: str, planned: int) -> None: ...
-    def progress(self, done: int) -> None: ...
+    def check_started(self, target: Target, check: str, planned: int, lane: str = "") -> None: ...
+    def progress(self, done: int, lane: str = "") -> None: ...
     def check_done(self, target: Target, outcome: Outcome) -> None: ...
 
 
@@ -102,31 +103,39 @@ def run(targets: list[Target], options: Options, listener: Listener | None = Non
     env.prepare()
     listener = listener or Listener()
     outcomes = []
-    waivers = options.waivers
     for target in targets:
-        plan = [(check, waivers.skip_check(target, check.name) if waivers is not None else None)
-                for check in checks_of(target, options)]
-        if not plan:
-            continue
-        caller = caller_for(target, options) if any(waiver is None for _, waiver in plan) else None
-        module = fingerprint(target, caller) if caller is not None else {}
-        deadline = time.monotonic() + options.per_target if options.per_target else None
-        try:
-            for check, waiver in plan:
-                if waiver is None:
-                    outcome = run_one(target, check, caller, options, deadline, listener)
-                else:
-                    outcome = Outcome(target.stage.name, target.backend.name, target.device, check.name,
-                                      status="waived", waiver=waiver.label,
-                                      headline=f"not launched: {waiver.label}")
-                outcome.source, outcome.fingerprint = target.source, module
-                if waivers is not None:
-                    waivers.settle(target, outcome)
-                listener.check_done(target, outcome)
-                outcomes.append(outcome)
-        finally:
-            if caller is not None:
-                caller.close()
+        outcomes += run_target(target, options, listener)
+    return outcomes
+
+
+def run_target(target: Target, options: Options, listener: Listener, only: set[str] | None = None,
+               settle: bool = True) -> list[Outcome]:
+    """The checks of one target (`only`: just those named), in order. `settle`: waivers judge each outcome
+    here before the listener hears of it (a sharded run's worker leaves that to the driver)."""
+    waivers = options.waivers
+    plan = [(check, waivers.skip_check(target, check.name) if waivers is not None else None)
+            for check in checks_of(target, options) if only is None or check.name in only]
+    if not plan:
+        return []
+    outcomes = []
+    caller = caller_for(target, options) if any(waiver is None for _, waiver in plan) else None
+    module = fingerprint(target, caller) if caller is not None else {}
+    deadline = time.monotonic() + options.per_target if options.per_target else None
+    try:
+        for check, waiver in plan:
+            if waiver is None:
+                outcome = run_one(target, check, caller, options, deadline, listener)
+            else:
+                outcome = Outcome(target.stage.name, target.backend.name, target.device, check.name,
+                                  status="waived", waiver=waiver.label, headline=f"not launched: {waiver.label}")
+            outcome.source, outcome.fingerprint = target.source, module
+            if settle and waivers is not None:
+                waivers.settle(target, outcome)
+            listener.check_done(target, outcome)
+            outcomes.append(outcome)
+    finally:
+        if caller is not None:
+            caller.close()
     return outcomes
 
 
@@ -149,10 +158,21 @@ def run_one(target: Target, check, caller, options: Options, deadline: float | N
                        headline=f"the {check.name} check of {target.label} broke: {error_text(exc)}")
 
 
-def verify_example(target: Target, example: Example, timeout: float | None = 120.0) -> None:
-    """One example on one target (both guard patterns); raises harness.Failure. For replay and tests."""
+def verify_example(target: Target, example: Example, timeout: float | None = 120.0,
+                   devices: bool = False) -> None:
+    """One example on one target (both guard patterns; `devices`: then on every visible device, compared);
+    raises harness.Failure. For replay and tests."""
+    from specverify.properties import device_callers, verify_devices
+
     caller = caller_for(target, Options(PROFILES["ci"], 0, example_timeout=timeout))
     try:
         verify(target.stage, example, caller, target.label, guard_check=True)
+        if devices:
+            callers = device_callers(target, caller)
+            try:
+                verify_devices(target, example, callers)
+            finally:
+                for other in callers:
+                    other.close()
     finally:
         caller.close()

@@ -182,7 +182,9 @@ class Stage:
     semantics: str = ""                         # the contract in prose: what is computed, what is written
     tiers: Mapping[str, str] = field(default_factory=dict)  # tier -> what its draws hold (for readers)
     worked: Callable[[], Example] | None = None  # a small valid example `specverify show` runs and prints
-    launches: Mapping[str, int] = field(default_factory=dict)  # backend -> most device launches per call (CUDA)
+    # backend -> most device launches per call on CUDA (the `launches` check). Torch bounds: the most an H200
+    # (torch 2.11) launched over the ci profile's draws, plus about a fifth for layouts and dtypes not drawn
+    launches: Mapping[str, int] = field(default_factory=dict)
     # `specverify bench` input: (B, V, rng) -> a valid example of B requests with BENCH_SPEC drafts each, vocabulary V
     # where the stage reads one (else V is the vocab_size scalar), realistic contents, every array contiguous
     bench: Callable[[int, int, np.random.Generator], Example] | None = None

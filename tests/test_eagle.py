@@ -97,3 +97,43 @@ def test_step_slot_mapping_padded_rows_and_the_length_limit():
     assert out["slot_mapping"].tolist() == [3 * 4 + 3, -1, -1, -1]
     assert out["clamped_positions"][:2].tolist() == [3, 0]
     assert out["seq_lens"].tolist() == [4, 1, 6]
+
+
+def test_verify_and_prepare_worked_example():
+    # row 0 rejects its second draft, row 1 takes its bonus, row 2 (no drafts) is discarded, row 3 is
+    # not greedy (its row kept as the caller left it), row 4 is past num_reqs
+    out = outputs_everywhere(eagle.VERIFY_AND_PREPARE_PADDED, eagle.verify_prepare_example())
+    assert out["output_token_ids"].tolist() == [[5, 9, -1], [3, 4, 12], [13, -1, -1], [7, -1, -1], [15, -1, -1]]
+    assert out["next_token_ids"].tolist() == [9, 12, 42, 7, 15]
+    assert out["valid_sampled_tokens_count"].tolist() == [2, 3, 0, 1, 1]
+    assert out["num_rejected_tokens"][:4].tolist() == [1, 0, 0, 1]
+    assert out["token_indices_to_sample"][:4].tolist() == [1, 5, 6, 7]
+
+
+def test_verify_and_prepare_reads_back_the_callers_slots_of_a_strided_row():
+    # greedy row 0 emits 1 token; the junk 8 the caller left at slot 2 is the row's last valid id
+    ex = Example("valid", inputs={
+        "draft_token_ids": np.array([1, 2], i32), "target_argmax": np.array([3, 2], i64),
+        "bonus_token_ids": np.array([6], i64), "cu_num_draft_tokens": np.array([2], i32), "is_greedy": None,
+        "max_spec_len": 2, "output_token_ids": np.array([[-1, 100, 8]], i32), "discard_mask": np.array([False]),
+        "backup_next_token_ids": np.array([40], i32), "vocab_size": 100,
+        "query_start_loc": np.array([0, 3], i64), "num_reqs": 1},
+        outputs={"next_token_ids": Buffer((1,), "int32"), "valid_sampled_tokens_count": Buffer((1,), "int32"),
+                 "token_indices_to_sample": Buffer((1,), "int64"), "num_rejected_tokens": Buffer((1,), "int32")},
+        layouts={"output_token_ids": Layout((1, 2), (0, 1))})
+    out = outputs_everywhere(eagle.VERIFY_AND_PREPARE_PADDED, ex)
+    assert out["output_token_ids"].tolist() == [[3, 100, 8]]
+    assert out["next_token_ids"].tolist() == [8]
+    assert out["valid_sampled_tokens_count"].tolist() == [2]
+    assert out["num_rejected_tokens"].tolist() == [1]
+    assert out["token_indices_to_sample"].tolist() == [1]
+
+
+def test_verify_and_prepare_bench_input_is_a_valid_all_greedy_step():
+    ex = eagle.VERIFY_AND_PREPARE_PADDED.bench(64, 1000, np.random.default_rng(1))
+    assert ex.tier == "valid" and not ex.layouts and ex.inputs["is_greedy"] is None
+    assert np.diff(ex.inputs["cu_num_draft_tokens"], prepend=0).tolist() == [5] * 64
+    out = outputs_everywhere(eagle.VERIFY_AND_PREPARE_PADDED, ex)
+    count = out["valid_sampled_tokens_count"]
+    assert count.min() >= 1 and count.max() <= 6 and len(set(count.tolist())) > 1
+    assert (out["num_rejected_tokens"] == 6 - count).all()

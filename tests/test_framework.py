@@ -4,15 +4,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import find, settings
 import torch
 
 from specverify import backends, cases, registry
 from specverify.cli import main
 from specverify.backends import BACKENDS, Target
-from specverify.harness import Failure
+from specverify.harness import Failure, expect
 from specverify.session import verify_example as verify
 from specverify.kernels.torch.rejection import greedy as torch_greedy
-from specverify.stage import Buffer, Example, I, Layout, O, Stage
+from specverify.stage import Buffer, DrawContext, Example, I, Layout, O, Stage
 
 GREEDY = registry.all_stages()["rejection.greedy"]
 
@@ -204,3 +205,24 @@ def test_a_read_outside_an_input_view_is_named():
                       layouts={"x": Layout((2,), (0,))})
     assert "read outside input `x`: out changed" in failure_of(Target(stage, BACKENDS["impl"], "cpu", "toy", impl),
                                                                  example)
+
+
+def normalizing_copy_and_expand(**kwargs):
+    """The Torch kernel, then every mask byte rewritten as a canonical bool (0xa5 becomes 0x01): what
+    CUDA's torch.where did to the elements it was meant to leave alone."""
+    from specverify.kernels.torch.eagle import copy_and_expand_inputs
+
+    copy_and_expand_inputs(**kwargs)
+    for name in ("out_is_rejected_token_mask", "out_is_masked_token_mask"):
+        raw = kwargs[name].view(torch.uint8)
+        raw.copy_(raw != 0)
+
+
+def test_a_bool_byte_rewritten_in_place_is_a_stray_write_shown_by_its_bytes():
+    stage = registry.all_stages()["eagle.copy_and_expand_inputs"]
+    target = Target(stage, BACKENDS["torch"], "cpu", "tests", normalizing_copy_and_expand)
+    example = find(stage.valid(DrawContext(small=True)), lambda e: not expect(stage, e).defined[
+        "out_is_masked_token_mask"].all(), settings=settings(database=None, derandomize=True))
+    with pytest.raises(Failure) as caught:
+        verify(target, example)
+    assert "stray write" in caught.value.headline and "0xa5" in caught.value.headline, caught.value.headline

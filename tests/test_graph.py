@@ -211,3 +211,41 @@ def test_transposed_block_table(stage, step):
     assert strides[0] < strides[1]
     assert {k: v.tobytes() for k, v in outputs_everywhere(stage, transposed).items()} == {
         k: v.tobytes() for k, v in oracle_outputs(stage, ex).items()}
+
+def test_past_one_block():
+    """Shapes past the kernels' single-block fast paths: over 1024 requests (running sums carried across
+    blocks), over 1024 blocks per request (column steps) and queries longer than the token tile."""
+    rng = np.random.default_rng(7)
+    batch, capture = 1030, 1100
+    q = np.ones(batch, i64)
+    q[[0, 700, 1029]] = [150, 0, 90]                 # long queries among decode tokens, one empty
+    history = rng.integers(0, 2**20, batch)
+    tokens = int(q.sum())
+    fill = Example("valid",
+                   inputs={"input_ids": rng.integers(0, 151936, tokens),
+                           "position_ids": strategies.packed_positions(history, q),
+                           "block_offsets": rng.integers(0, 2**31 - 1, (batch, 3)).astype(i32),
+                           "q_start_loc": (np.cumsum(q) - q).astype(i32), "q_seqlens": q.astype(i32),
+                           "kv_seqlens": (q + history).astype(i32), "pad_ids": rng.integers(0, 9, tokens + 5),
+                           "pad_query_len": 3},
+                   outputs={"graph_input_ids": Buffer((tokens + 5,), "int64"),
+                            "graph_position_ids": Buffer((tokens + 5,), "int64"),
+                            "graph_block_offsets": Buffer((capture, 4), "int32"),
+                            "graph_qkv_lens": Buffer((3, capture), "int32"),
+                            "graph_cu_seqlens": Buffer((2, capture + 1), "int32")})
+    step = Example("valid",
+                   inputs={"q_seqlens": q, "history_lengths": history + 2**31,
+                           "num_ignored_history": history // 2 + 2**31,
+                           "uniform_layout": False},
+                   outputs={"q_start_loc": Buffer((batch,), "int64"), "kv_seqlens": Buffer((batch,), "int64"),
+                            "position_ids": Buffer((tokens,), "int64"), "cu_seqlens": Buffer((2, batch + 1), "int32")})
+    few = 3                                          # dsa: 3 requests of a wide table
+    dsa = Example("valid",
+                  inputs={"q_seqlens": q[:few].astype(i32), "kv_seqlens": (q + history)[:few].astype(i32),
+                          "cu_q": np.concatenate([[0], np.cumsum(q[:few])]).astype(i32),
+                          "block_offsets": rng.integers(0, 2**20, (few, 1100)).astype(i32), "N": 160,
+                          "dcp_size": 2, "dcp_rank": 0},
+                  outputs={"indexer_kv_lens": Buffer((160,), "int32"),
+                           "expanded_block_table": Buffer((160, 1100), "int32")})
+    for stage, ex in ((graph.FILL_COMMON_INPUTS, fill), (graph.STEP_CONTEXT, step), (graph.DSA_INDEXER_METADATA, dsa)):
+        outputs_everywhere(stage, ex)

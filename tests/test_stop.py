@@ -97,7 +97,7 @@ def test_no_stop_ids_means_no_stop_id_work(monkeypatch, stop_ids):
     def refuse(*_):
         raise AssertionError("stop ids compared although there are none")
 
-    monkeypatch.setattr(torch_stop, "stop_hits", refuse)
+    monkeypatch.setattr(torch_stop, "first_stop_hit", refuse)
     ex = example([[4, 5, 6], [7, -1, -1]], [2, 5])
     ex.inputs["stop_ids"] = stop_ids
     assert outputs_everywhere(ex)["stop_pos"] == [1, -1]

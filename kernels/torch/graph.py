@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.layout import masked_store
+from specverify.kernels.torch.layout import constant, iota, scalar
 from specverify.oracles import graph as oracle
 
 
@@ -17,64 +17,70 @@ def fill_common_inputs(*, input_ids, position_ids, block_offsets, q_start_loc, q
         input_ids, position_ids, block_offsets, q_start_loc, q_seqlens, kv_seqlens, pad_ids, pad_query_len,
         graph_input_ids, graph_position_ids, graph_block_offsets, graph_qkv_lens, graph_cu_seqlens,
         values=reads_values(input_ids))
-    graph_input_ids[:tokens] = input_ids
-    graph_input_ids[tokens:] = pad_ids[tokens:]
+    torch.cat((input_ids, pad_ids[tokens:]), out=graph_input_ids)
     graph_position_ids[:tokens] = position_ids
     graph_block_offsets.zero_()
     graph_block_offsets[:batch, :blocks] = block_offsets
-    graph_qkv_lens[0, batch:] = 0
-    graph_qkv_lens[1:, batch:] = pad_query_len
-    graph_qkv_lens[:, :batch] = torch.stack((q_start_loc.long(), q_seqlens.long(), kv_seqlens.long()))
-    graph_cu_seqlens[:, 0] = 0
-    graph_cu_seqlens[:, 1:] = torch.cumsum(graph_qkv_lens[1:], dim=1)
+    for row, lengths in enumerate((q_start_loc, q_seqlens, kv_seqlens)):
+        graph_qkv_lens[row, :batch] = lengths
+    padding = constant("qkv_padding", graph_qkv_lens, lambda device: torch.tensor([[0], [1], [1]], device=device))
+    torch.mul(padding.expand(3, graph_qkv_lens.shape[1] - batch), pad_query_len, out=graph_qkv_lens[:, batch:])
+    sums = torch.cumsum(graph_qkv_lens[1:], dim=1, dtype=graph_cu_seqlens.dtype)
+    zeros = constant("zero_column", sums, lambda device: torch.zeros((2, 1), device=device, dtype=sums.dtype))
+    torch.cat((zeros, sums), dim=1, out=graph_cu_seqlens)   # one copy kernel, no fill
 
 
 def step_context(*, q_seqlens, history_lengths, num_ignored_history, uniform_layout, q_start_loc, kv_seqlens,
                  position_ids, cu_seqlens):
     """See `specverify.oracles.graph.step_context`. The uniform path reads the query length from the
-    shapes (N // B) and never reads q_seqlens; the general path maps tokens to requests."""
+    shapes (N // B) and never reads q_seqlens; the general path maps tokens to requests. Both build the
+    int32 rows [0, q...] and [0, kv...] in one op (q + (h - ignored) * [0, 1]) and sum them in another."""
     batch, tokens = oracle.check_step_context(q_seqlens, history_lengths, num_ignored_history, uniform_layout,
                                               q_start_loc, kv_seqlens, position_ids, cu_seqlens,
                                               values=reads_values(q_seqlens))
-    cu_seqlens[:, 0] = 0
     if batch == 0:
+        cu_seqlens[:, 0] = 0
         return
-    device = q_seqlens.device
-    history = history_lengths.long()
-    requests = torch.arange(batch, device=device)
+    history = history_lengths
+    width = tokens // batch
+    lengths = torch.empty((2, batch + 1), device=history.device, dtype=cu_seqlens.dtype)
+    lengths[:, 0] = 0
+    second = constant("second_row", history, lambda device: torch.tensor([[0], [1]], device=device))
+    q = scalar(width, history, history.dtype) if uniform_layout else q_seqlens
+    torch.addcmul(q, history - num_ignored_history, second, out=lengths[:, 1:])
+    kv_seqlens.copy_(lengths[1, 1:])
+    torch.cumsum(lengths, dim=1, out=cu_seqlens)
+    q_start_loc.copy_(cu_seqlens[0, :batch])
     if uniform_layout:
-        width = tokens // batch
-        q = torch.full((batch,), width, device=device, dtype=torch.long)
-        starts = requests * width
-        positions = (history[:, None] + torch.arange(width, device=device)).reshape(-1)
-    else:
-        q = q_seqlens.long()
-        starts = torch.cumsum(q, 0) - q
-        owner = torch.repeat_interleave(requests, q, output_size=tokens)
-        positions = history[owner] + torch.arange(tokens, device=device) - starts[owner]
-    kv = q + history - num_ignored_history.long()
-    q_start_loc.copy_(starts)
-    kv_seqlens.copy_(kv)
-    position_ids.copy_(positions)
-    cu_seqlens[:, 1:] = torch.cumsum(torch.stack((q, kv)), dim=1)
+        torch.add(history[:, None], iota(width, history), out=position_ids.view(batch, width))
+        return
+    tokens_ = iota(tokens, history, cu_seqlens.dtype)
+    owner = torch.searchsorted(cu_seqlens[0, 1:batch], tokens_, right=True)
+    torch.add(tokens_, (history - q_start_loc)[owner], out=position_ids)
 
 
 def dsa_indexer_metadata(*, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_size, dcp_rank, indexer_kv_lens,
                          expanded_block_table):
-    """See `specverify.oracles.graph.dsa_indexer_metadata`. Works over all N rows and stores only those
-    of the queries' tokens (a sync-free masked store)."""
+    """See `specverify.oracles.graph.dsa_indexer_metadata`. Works over all N rows and writes back the old
+    value in rows past the queries' tokens (where rows < cu_q[B]). Token row t of request b:
+    visible = kv[b] - cu_q[b+1] + t + 1, so one gather of kv - cu_q[1:] per row."""
     batch, blocks = oracle.check_dsa_indexer_metadata(q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_size,
                                                       dcp_rank, indexer_kv_lens, expanded_block_table,
                                                       values=reads_values(q_seqlens))
     if batch == 0 or N == 0:
         return
-    offsets = cu_q.long().contiguous()
-    rows = torch.arange(N, device=offsets.device)
-    owner = torch.searchsorted(offsets[1:], rows, right=True).clamp(max=batch - 1)
-    live = rows < offsets[-1]
-    j = rows - offsets[owner]
-    visible = kv_seqlens.long()[owner] - q_seqlens.long()[owner] + j + 1
-    lengths = torch.div(visible + dcp_size - 1 - dcp_rank, dcp_size, rounding_mode="floor").clamp(min=0)
-    masked_store(indexer_kv_lens, live, lengths)
+    rows = iota(N, cu_q, cu_q.dtype)
+    owner = torch.searchsorted(cu_q[1:batch].contiguous(), rows, right=True)   # rows past the end: B - 1
+    live = rows < cu_q[batch:]
+    shift = dcp_size - dcp_rank                            # + 1, and + D - 1 - r before the division
+    base = torch.sub(kv_seqlens, cu_q[1:], out=torch.empty_like(indexer_kv_lens[:batch]))   # in int32
+    visible = torch.add(base[owner], iota(N + shift, cu_q, base.dtype)[shift:])
+    if dcp_size > 1:
+        visible = torch.div(visible, dcp_size, rounding_mode="floor")
+    torch.where(live, visible.clamp_(min=0), indexer_kv_lens, out=indexer_kv_lens)
     if blocks:
-        masked_store(expanded_block_table, live[:, None].expand(N, blocks), block_offsets[owner])
+        table = block_offsets[owner]
+        if table.dtype == expanded_block_table.dtype:
+            torch.where(live[:, None], table, expanded_block_table, out=expanded_block_table)
+        else:
+            expanded_block_table.copy_(torch.where(live[:, None], table, expanded_block_table))

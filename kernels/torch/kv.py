@@ -1,29 +1,33 @@
-"""Torch kernel of the `kv` family: one scatter per cache, no per-token loop, no host sync on CUDA
+"""Torch kernel of the `kv` family: one atomic add per cache, no per-token loop, no host sync on CUDA
 outside checked mode.
 
 How it writes only the selected tokens without learning how many there are (that would sync): every
-token takes part in one `index_put_` of bits. A token that is not written is sent to the slot of the
-last written token, carrying that token's very bits, so every store into a slot stores the same
-bytes. When no token is written at all, every store goes to slot 0 carrying the bits slot 0 already
-holds (read before the scatter), which leaves the cache as it was.
+token adds a delta to the bits of one cache row with `index_add_` (integer adds wrap, so old + (new -
+old) is new, bit for bit). A written token adds new - old at its own slot (written slots are distinct:
+two would be invalid input); any other token adds 0 at slot max(slot, 0), which changes nothing.
 """
 from __future__ import annotations
 
 import torch
 
 from specverify.kernels.checks import reads_values
+from specverify.kernels.torch.layout import iota
 from specverify.oracles import kv as oracle
 
 BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
 FP8 = {"float8_e4m3fn": (torch.float8_e4m3fn, 448.0), "float8_e5m2": (torch.float8_e5m2, 57344.0)}
 
 
-def fp8_bits(x: torch.Tensor, cache_dtype: str) -> torch.Tensor:
-    """Float32 to fp8 bytes: torch's conversion rounds to nearest even; clamping first makes it saturate
-    (torch alone gives NaN or infinity beyond the range), and NaN gets the one pattern 0x7F."""
+def quantized(key, value, k_scale, v_scale, cache_dtype: str) -> torch.Tensor:
+    """[2, T, H, D] fp8 bytes of key / k_scale and value / v_scale, computed in float32: torch rounds to
+    nearest even; clamping first makes it saturate (torch alone gives NaN beyond the range), and every
+    NaN becomes the positive NaN, whose code is the one pattern 0x7F."""
     dtype, largest = FP8[cache_dtype]
-    code = x.clamp(-largest, largest).to(dtype).view(torch.uint8)
-    return torch.where(torch.isnan(x), oracle.NAN_CODE, code).to(torch.uint8)
+    quotient = torch.empty((2, *key.shape), device=key.device, dtype=torch.float32)
+    torch.div(key, k_scale.view(-1, 1, 1), out=quotient[0])
+    torch.div(value, v_scale.view(-1, 1, 1), out=quotient[1])
+    quotient.nan_to_num_(nan=float("nan")).clamp_(-largest, largest)
+    return quotient.to(dtype).view(torch.uint8)
 
 
 def slot_rows(cache: torch.Tensor, layout: str) -> torch.Tensor:
@@ -32,28 +36,57 @@ def slot_rows(cache: torch.Tensor, layout: str) -> torch.Tensor:
     return bits if layout == "NHD" else bits.transpose(1, 2)
 
 
+def row_view(rows: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """Where one slot's [H, D] bits are addressed by one index: (rows as [slots, H, D], True) when the
+    block and offset axes merge; else (the cache's elements as one flat run, False)."""
+    blocks, size, heads, dim = rows.shape
+    strides = rows.stride()
+    if strides[0] == size * strides[1]:
+        return rows.as_strided((blocks * size, heads, dim), strides[1:]), True
+    span = 1 + sum((n - 1) * s for n, s in zip(rows.shape, strides))
+    return rows.as_strided((span,), (1,)), False
+
+
+def element_index(rows: torch.Tensor, target: torch.Tensor, block_size: int) -> torch.Tensor:
+    """[T, H, D] flat element offsets of each target slot's rows in `rows`' storage run."""
+    s_block, s_offset, s_head, s_dim = rows.stride()
+    _, _, heads, dim = rows.shape
+    block = torch.div(target, block_size, rounding_mode="floor")
+    base = torch.add(target * s_offset, block, alpha=s_block - block_size * s_offset)
+    inner = torch.add(iota(dim, target) * s_dim, iota(heads, target)[:, None], alpha=s_head)
+    return base[:, None, None] + inner
+
+
 def commit_draft(*, key, value, slot_mapping, accepted_mask, layout, k_scale, v_scale, key_cache, value_cache):
-    """See `specverify.oracles.kv.commit_draft`."""
+    """See `specverify.oracles.kv.commit_draft`. Keys and values go through each step together, stacked
+    as [2, T, H, D]."""
     _, block_size = oracle.check_commit_draft(key, value, slot_mapping, accepted_mask, layout, k_scale, v_scale,
                                               key_cache, value_cache, values=reads_values(slot_mapping))
     tokens = key.shape[0]
     if tokens == 0 or key_cache.numel() == 0:   # nothing can be written (a slot needs a cache)
         return
     cache_dtype = str(key_cache.dtype).removeprefix("torch.")
-    index = torch.arange(tokens, device=key.device)
-    slots = slot_mapping.long()
-    written = accepted_mask & (slots >= 0)
-    last = torch.where(written, index, -1).amax()     # the last written token; -1 when none
-    none = last < 0
-    source = torch.where(written, index, last.clamp(min=0))
-    target = torch.where(none, 0, slots[source])
-    block, offset = target // block_size, target % block_size
-    for data, scale, cache in ((key, k_scale, key_cache), (value, v_scale, value_cache)):
+    written = (slot_mapping >= 0) & accepted_mask
+    target = slot_mapping.clamp(min=0)
+    bits = BITS[key_cache.element_size()]
+    if cache_dtype in FP8:
+        new = quantized(key, value, k_scale, v_scale, cache_dtype)
+    else:
+        new = torch.stack((key, value)).view(bits)
+    old = torch.empty_like(new)
+    places, indexes = [], {}
+    for i, cache in enumerate((key_cache, value_cache)):
         rows = slot_rows(cache, layout)
-        if cache_dtype in FP8:
-            divisor = scale.float()[source if scale.shape[0] > 1 else torch.zeros_like(source)]
-            new = fp8_bits(data[source].float() / divisor[:, None, None], cache_dtype)
-        else:
-            new = data[source].view(rows.dtype)
-        kept = rows[0, 0].clone()                      # slot 0 as it is: the stores when none is written
-        rows[block, offset] = torch.where(none, kept[None], new)
+        view, merged = row_view(rows)
+        if merged:
+            index = target
+        else:   # one flat index (int64: offsets can pass 2**31) per distinct stride set
+            index = indexes.get(rows.stride())
+            if index is None:
+                wide = indexes.setdefault("int64", target.long())
+                index = indexes[rows.stride()] = element_index(rows, wide, block_size).view(-1)
+        torch.index_select(view, 0, index, out=old[i] if merged else old[i].view(-1))
+        places.append((view, index, merged))
+    delta = torch.where(written[:, None, None], new - old, 0)
+    for (view, index, merged), change in zip(places, delta):
+        view.index_add_(0, index, change if merged else change.reshape(-1))

@@ -1,93 +1,145 @@
-"""Torch kernels of the `rejection` family: vectorized, no per-request Python loop, no host sync
-on CUDA outside checked mode.
+"""Torch kernels of the `rejection` family: vectorized, no per-request Python loop, no host sync on CUDA
+outside checked mode, a fixed and small number of launches per call.
 
-Every verification stage runs through `verify_grid` on a [B, S] grid of drafts; the flattened stages
-scatter their tokens into that grid first, the padded ones already have it.
+Verification runs on a grid of cells (request r, slot j): a row emits its cells while they are "good"
+(accepted), then the first cell that is not (the alternative of the first rejected draft, or the bonus in
+slot n[r]); see `emit`. Probability tables [*, V] are read in as few full passes as eager Torch allows:
+the scores table is built once and reduced by `first_max`.
 """
 from __future__ import annotations
 
 import torch
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.layout import masked_store, token_layout
 from specverify.oracles.rejection import (PLACEHOLDER, check_expand, check_greedy, check_greedy_padded,
                                           check_random, check_recovered, check_sample, check_sample_padded)
 
-
-def to_grid(values: torch.Tensor, request, position, shape, fill=0) -> torch.Tensor:
-    """Per-token values scattered into a [B, S] grid (`fill` where a request has no token)."""
-    grid = torch.full(shape, fill, dtype=values.dtype, device=values.device)
-    grid[request, position] = values
-    return grid
+INF = float("inf")
 
 
-def verify_grid(drafts, alternatives, accepted, counts, bonus):
-    """Row-wise verification on [B, S] grids: emit accepted drafts, the alternative of the first rejected
-    one, or the bonus after `counts[b]` accepted ones. Returns (values [B, S+1], emitted [B])."""
-    batch, slots = drafts.shape
-    pos = torch.arange(slots, device=drafts.device)
-    rejected = (pos < counts[:, None]) & ~accepted
-    first = torch.where(rejected, pos, slots).amin(1, keepdim=True) if slots else counts.new_full((batch, 1), 0)
-    none_rejected = (first[:, 0] >= counts) if slots else torch.ones(batch, dtype=torch.bool, device=drafts.device)
-    values = torch.cat([torch.where(accepted, drafts, alternatives),
-                        drafts.new_zeros(batch, 1)], 1)
-    rows = torch.arange(batch, device=drafts.device)
-    values[rows, counts] = torch.where(none_rejected, bonus, values[rows, counts])
-    emitted = torch.where(none_rejected, counts + 1, first[:, 0] + 1)
-    return values, emitted
+def first_max(scores: torch.Tensor, owned: bool = False) -> torch.Tensor:
+    """Per row of f32 scores [..., V]: the lowest index attaining the largest non-NaN value, 0 when a row
+    is all NaN (the oracle's rule; torch.argmax lets NaN win). Four passes: the non-NaN mask, NaN -> -inf
+    (in place when `owned`), one max reduction (it returns the first index of a tie; -0.0 ties +0.0),
+    and the mask's first set index, the answer of rows whose maximum is -inf (only -inf and NaN there:
+    the first -inf, or 0 when all NaN)."""
+    numbers = scores == scores
+    clean = (scores.nan_to_num_ if owned else scores.nan_to_num)(nan=-INF, posinf=INF, neginf=-INF)
+    best, index = clean.max(-1)
+    return torch.where(best == -INF, numbers.view(torch.uint8).argmax(-1), index)
 
 
-def emit_flat(out, request, position, counts, drafts, alternatives, accepted, bonus, rows):
-    """Write the emitted prefix of the selected rows of a flattened batch; nothing else."""
-    shape = (len(counts), out.shape[1] - 1)
-    values, emitted = verify_grid(to_grid(drafts.long(), request, position, shape),
-                                  to_grid(alternatives.long(), request, position, shape),
-                                  to_grid(accepted, request, position, shape, False), counts, bonus)
-    cols = torch.arange(out.shape[1], device=out.device)
-    masked_store(out, (cols < emitted[:, None]) & rows[:, None], values)
+def in_vocab(drafts: torch.Tensor, vocab: int, index: bool = True):
+    """(whether each draft is an id in [0, V), the draft clamped into [0, V); int64 when `index`)."""
+    safe = drafts.clamp(0, vocab - 1)
+    return safe == drafts, (safe.long() if index else safe)
 
 
-def greedy_rows_of(is_greedy, batch, device):
-    return torch.ones(batch, dtype=torch.bool, device=device) if is_greedy is None else is_greedy
+def at_drafts(table: torch.Tensor, safe: torch.Tensor) -> torch.Tensor:
+    """table[..., safe] per position in one launch (advanced indexing takes int32 ids; no cast)."""
+    rows = table.reshape(-1, table.shape[-1])
+    return rows[constants(table.device, rows.shape[0])[:rows.shape[0]], safe.reshape(-1)].view(safe.shape)
 
 
-def first_max(scores: torch.Tensor) -> torch.Tensor:
-    """Per row of [N, V] scores: the lowest index attaining the maximum; NaN never wins; 0 when a row is
-    all NaN (torch.argmax is not used: its NaN and tie rules differ)."""
-    vocab = scores.shape[1]
-    best = torch.where(torch.isnan(scores), float("-inf"), scores).amax(1, keepdim=True)
-    index = torch.arange(vocab, device=scores.device)
-    found = torch.where(scores == best, index, vocab).amin(1)
-    return torch.where(found == vocab, 0, found)
-
-
-def in_vocab(drafts: torch.Tensor, vocab: int):
-    """(whether each draft is a valid id, the draft clamped to a safe index)."""
-    d = drafts.long()
-    valid = (d >= 0) & (d < vocab)
-    return valid, torch.where(valid, d, 0)
-
-
-def recover(target, draft_probs, drafts, inv_q_rows) -> torch.Tensor:
-    """Per token of [N, V] tables: first_max of the f32 scores residual * inv_q (see the oracle)."""
+def recovery_scores(target, draft_probs, valid, safe, noise, noise_at_draft, greedy=None) -> torch.Tensor:
+    """A new f32 table [..., V] of the oracle's scores residual * noise per token (`noise` broadcasts
+    against `target`; a new table it is may be overwritten). valid, safe: `in_vocab` of the drafts
+    (safe as an int64 index); `noise_at_draft()` gives the noise at each safe draft. `greedy` (bool per
+    token, None: none) picks tokens that keep their target row instead (their noise must then be 1)."""
     if draft_probs is not None:
-        diff = target - draft_probs
-        prob = torch.where(diff < 0, 0, diff)
+        scores = torch.sub(target, draft_probs)
+        if greedy is None:
+            scores.clamp_min_(0)                     # NaN stays NaN, like where(diff < 0, 0, diff)
+        else:
+            torch.where(greedy[..., None], target, scores.clamp_min_(0), out=scores)
+        return scores.mul_(noise)
+    at_draft = noise_at_draft()                       # before `noise` may be overwritten below
+    scores = noise.mul_(target) if noise.shape == target.shape else torch.mul(target, noise)
+    if greedy is not None:
+        valid = valid > greedy                        # valid and not greedy
+    own = at_drafts(target, safe)
+    # the draft's own cell: 0 * noise for a valid draft (NaN under infinite noise), else unchanged
+    cell = torch.where(valid, scalar(target.device, target.dtype, 0.0), own).mul_(at_draft)
+    return scores.scatter_(-1, safe[..., None], cell[..., None])
+
+
+def accepts(valid, safe, target, draft_probs, uniform) -> torch.Tensor:
+    """Per token: a valid draft, q > 0 and f64(f32(p / q)) >= u (q = 1 without draft probs); valid, safe:
+    `in_vocab` of the drafts."""
+    p = at_drafts(target, safe)
+    if draft_probs is None:
+        return valid & (p >= uniform)               # compared in f64
+    q = at_drafts(draft_probs, safe)
+    return valid & (q > 0) & (p / q >= uniform)
+
+
+_CONSTANTS: dict = {}
+
+
+def constants(device: torch.device, size: int) -> torch.Tensor:
+    """A per-device cached int64 arange of at least `size` (slices of it cost no launch). It grows only
+    outside CUDA graph capture: a warm-up call of the same or larger shapes must precede capture."""
+    ar = _CONSTANTS.get(device)
+    if ar is None or ar.shape[0] < size:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("rejection: constants grow during CUDA graph capture; warm up before capturing")
+        ar = _CONSTANTS[device] = torch.arange(max(2 * size, 4096), device=device)
+    return ar
+
+
+def scalar(device: torch.device, dtype: torch.dtype, value) -> torch.Tensor:
+    """A cached 0-dim device constant (torch.where with a Python scalar launches a fill for it)."""
+    key = (device, dtype, value)
+    if key not in _CONSTANTS:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("rejection: constants made during CUDA graph capture; warm up before capturing")
+        _CONSTANTS[key] = torch.full((), value, dtype=dtype, device=device)
+    return _CONSTANTS[key]
+
+
+def flat_grid(cu: torch.Tensor, tokens: int, width: int) -> torch.Tensor:
+    """[B, width] int64: per cell (r, j) the token start(r) + j while j < n[r], else tokens + r (row r's
+    slot in a source laid out as [one per token ..., one per request ...])."""
+    batch = cu.shape[0]
+    ar = constants(cu.device, tokens + batch + width)
+    prev = torch.cat((scalar(cu.device, cu.dtype, 0).view(1), cu[:-1]))
+    cell = prev[:, None] + ar[:width]
+    return torch.where(cell < cu[:, None], cell, ar[tokens:tokens + batch, None])
+
+
+def emit(out, ok, values, rows, fill, skip=None) -> torch.Tensor:
+    """Write verified rows of `out` [B, W] from ok (0/1) and values [B, W] (every row has a cell that is
+    not ok): a row emits its cells while ok, then the first that is not. `rows` (bool [B]) picks the
+    rows written, or `skip` (bool [B]) the rows not written, else all are; `fill`: the rest of each
+    written row is -1, else untouched. Returns the first cell not ok per row."""
+    first = ok.argmin(-1)
+    written = constants(out.device, out.shape[1])[:out.shape[1]] <= first[:, None]
+    minus = scalar(out.device, out.dtype, PLACEHOLDER)
+    if skip is not None:                            # fill=False only: written & ~skip
+        torch.where(written.gt_(skip[:, None]), values, out, out=out)
+    elif rows is None:
+        torch.where(written, values, minus if fill else out, out=out)
+    elif fill:
+        torch.where(rows[:, None], torch.where(written, values, minus), out, out=out)
     else:
-        valid, safe = in_vocab(drafts, target.shape[1])
-        own = target.gather(1, safe[:, None])
-        prob = target.scatter(1, safe[:, None], torch.where(valid[:, None], 0, own))
-    return first_max(prob * inv_q_rows)
+        torch.where(written.logical_and_(rows[:, None]), values, out, out=out)
+    return first
 
 
-def accepts(drafts, target, draft_probs, uniform) -> torch.Tensor:
-    """Per token: valid draft, q > 0 and f64(f32(p / q)) >= u."""
-    valid, safe = in_vocab(drafts, target.shape[1])
-    p = target.gather(1, safe[:, None])[:, 0]
-    q = torch.ones_like(p) if draft_probs is None else draft_probs.gather(1, safe[:, None])[:, 0]
-    positive = q > 0
-    ratio = p / torch.where(positive, q, 1)
-    return valid & positive & (ratio.double() >= uniform)
+def verify_flat(out, cu, good, values, bonus, rows, fill, skip=None) -> None:
+    """Verify a flattened batch: token t is good (accepted, bool) and emits values[t]; a row's cell after
+    its drafts is its bonus (never good). One source [good | 0 per request ; values | bonus] and one
+    gather give both grids (see `emit`)."""
+    tokens, batch = good.shape[0], bonus.shape[0]
+    src = torch.empty(2, tokens + batch, dtype=out.dtype, device=out.device)
+    torch.cat((good, scalar(out.device, out.dtype, 0).expand(batch), values, bonus), out=src.view(-1))
+    grid = src[:, flat_grid(cu, tokens, out.shape[1])]
+    emit(out, grid[0], grid[1], rows, fill, skip)
+
+
+def token_requests(cu: torch.Tensor, tokens: int) -> torch.Tensor:
+    """The request of every token of a flattened batch (inclusive offsets)."""
+    return torch.searchsorted(cu, constants(cu.device, tokens)[:tokens], right=True)
 
 
 def greedy(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
@@ -95,12 +147,9 @@ def greedy(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_toke
     """See `specverify.oracles.rejection.greedy`."""
     batch = check_greedy(draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
                          max_spec_len, output_token_ids, values=reads_values(cu_num_draft_tokens))
-    if batch == 0:
-        return
-    request, position, counts = token_layout(cu_num_draft_tokens, draft_token_ids.shape[0])
-    emit_flat(output_token_ids, request, position, counts, draft_token_ids, target_argmax,
-              draft_token_ids.long() == target_argmax, bonus_token_ids,
-              greedy_rows_of(is_greedy, batch, output_token_ids.device))
+    if batch:
+        verify_flat(output_token_ids, cu_num_draft_tokens, draft_token_ids == target_argmax, target_argmax,
+                    bonus_token_ids, is_greedy, fill=False)
 
 
 def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,
@@ -109,91 +158,108 @@ def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_le
     batch, _ = check_random(draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs,
                             target_probs, recovered_token_ids, uniform_probs, is_greedy, output_token_ids,
                             values=reads_values(cu_num_draft_tokens))
-    if batch == 0:
-        return
-    request, position, counts = token_layout(cu_num_draft_tokens, draft_token_ids.shape[0])
-    emit_flat(output_token_ids, request, position, counts, draft_token_ids, recovered_token_ids,
-              accepts(draft_token_ids, target_probs, draft_probs, uniform_probs), bonus_token_ids, ~is_greedy)
+    if batch:
+        accepted = accepts(*in_vocab(draft_token_ids, target_probs.shape[-1], index=False), target_probs,
+                           draft_probs, uniform_probs)
+        verify_flat(output_token_ids, cu_num_draft_tokens, accepted,
+                    torch.where(accepted, draft_token_ids, recovered_token_ids), bonus_token_ids, None,
+                    fill=False, skip=is_greedy)
 
 
 def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids):
     """See `specverify.oracles.rejection.recovered`."""
     check_recovered(cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids,
                     values=reads_values(cu_num_draft_tokens))
-    if draft_token_ids.shape[0] == 0:
-        return
-    request, _, _ = token_layout(cu_num_draft_tokens, draft_token_ids.shape[0])
-    recovered_token_ids.copy_(recover(target_probs, draft_probs, draft_token_ids, inv_q[request]))
+    tokens = draft_token_ids.shape[0]
+    if tokens:
+        request = token_requests(cu_num_draft_tokens, tokens)
+        noise = inv_q.index_select(0, request)
+        valid, safe = in_vocab(draft_token_ids, inv_q.shape[1])
+        scores = recovery_scores(target_probs, draft_probs, valid, safe, noise, lambda: at_drafts(noise, safe))
+        recovered_token_ids.copy_(first_max(scores, owned=True))
 
 
 def sample(*, draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs, bonus_token_ids,
            is_greedy, uniform_probs, inv_q, output_token_ids):
-    """See `specverify.oracles.rejection.sample`: runs `greedy`, `recovered` and `random` in turn."""
-    check_sample(draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs, bonus_token_ids,
-                 is_greedy, uniform_probs, inv_q, output_token_ids, values=reads_values(cu_num_draft_tokens))
-    output_token_ids.fill_(PLACEHOLDER)
-    greedy(draft_token_ids=draft_token_ids, target_argmax=first_max(target_probs), bonus_token_ids=bonus_token_ids,
-           cu_num_draft_tokens=cu_num_draft_tokens, is_greedy=is_greedy, max_spec_len=max_spec_len,
-           output_token_ids=output_token_ids)
-    if is_greedy is None:
+    """See `specverify.oracles.rejection.sample`: one scores table (the target row for greedy tokens,
+    the recovery scores for the others), one `first_max`, one verification writing every row."""
+    batch, _ = check_sample(draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,
+                            bonus_token_ids, is_greedy, uniform_probs, inv_q, output_token_ids,
+                            values=reads_values(cu_num_draft_tokens))
+    if batch == 0:
         return
-    recovered_ids = torch.zeros(draft_token_ids.shape[0], dtype=torch.int32, device=draft_token_ids.device)
-    recovered(cu_num_draft_tokens=cu_num_draft_tokens, draft_token_ids=draft_token_ids, draft_probs=draft_probs,
-              target_probs=target_probs, inv_q=inv_q, recovered_token_ids=recovered_ids)
-    random(draft_token_ids=draft_token_ids, bonus_token_ids=bonus_token_ids, cu_num_draft_tokens=cu_num_draft_tokens,
-           max_spec_len=max_spec_len, draft_probs=draft_probs, target_probs=target_probs,
-           recovered_token_ids=recovered_ids, uniform_probs=uniform_probs, is_greedy=is_greedy,
-           output_token_ids=output_token_ids)
+    tokens = draft_token_ids.shape[0]
+    drafts = draft_token_ids
+    if is_greedy is None:
+        alternatives = first_max(target_probs)
+        accepted = drafts == alternatives
+    else:
+        request = token_requests(cu_num_draft_tokens, tokens)
+        greedy_token = is_greedy[request]
+        # greedy tokens take a row of ones as their noise: target * 1 is the target, bit for bit
+        dev = inv_q.device
+        noise_rows = torch.cat((inv_q, scalar(dev, inv_q.dtype, 1.0).expand(1, inv_q.shape[1])))
+        noise = noise_rows.index_select(0, torch.where(greedy_token, constants(dev, batch + 1)[batch], request))
+        valid, safe = in_vocab(drafts, inv_q.shape[1])
+        scores = recovery_scores(target_probs, draft_probs, valid, safe, noise, lambda: at_drafts(noise, safe),
+                                 greedy_token)
+        alternatives = first_max(scores, owned=True)
+        accepted = torch.where(greedy_token, drafts == alternatives,
+                               accepts(valid, safe, target_probs, draft_probs, uniform_probs))
+    verify_flat(output_token_ids, cu_num_draft_tokens, accepted, torch.where(accepted, drafts, alternatives),
+                bonus_token_ids, None, fill=True)
 
 
-def store_padded(rows, values, emitted, output_token_ids, num_rejected_tokens, last_token_ids) -> None:
-    """Write the selected rows of the padded outputs in full (see `greedy_padded`)."""
-    cols = torch.arange(values.shape[1], device=values.device)
-    full = torch.where(cols < emitted[:, None], values, PLACEHOLDER)
-    output_token_ids.copy_(torch.where(rows[:, None], full, output_token_ids))
-    num_rejected_tokens.copy_(torch.where(rows, values.shape[1] - emitted, num_rejected_tokens))
-    last = values.gather(1, (emitted - 1)[:, None])[:, 0]
-    last_token_ids.copy_(torch.where(rows, last, last_token_ids))
+def emit_padded(good, values, bonus, rows, output_token_ids, num_rejected_tokens, last_token_ids) -> None:
+    """Verify padded rows from good and values [B, K] (see `emit`; slot K is the bonus, never good) and
+    write the picked rows in full. One packed [ok | values] table serves both grids."""
+    batch, k = good.shape
+    dev = good.device
+    packed = torch.cat((good, scalar(dev, torch.int64, 0).expand(batch, 1), values, bonus[:, None]), 1)
+    cells = packed[:, k + 1:]
+    first = emit(output_token_ids, packed[:, :k + 1], cells, rows, fill=True)
+    if rows is None:
+        torch.sub(scalar(dev, torch.int64, k), first, out=num_rejected_tokens)
+        torch.gather(cells, 1, first[:, None], out=last_token_ids[:, None])
+    else:
+        torch.where(rows, torch.sub(scalar(dev, torch.int64, k), first), num_rejected_tokens,
+                    out=num_rejected_tokens)
+        torch.where(rows, cells.gather(1, first[:, None])[:, 0], last_token_ids, out=last_token_ids)
 
 
 def greedy_padded(*, draft_token_ids, target_argmax, bonus_token_ids, is_greedy, output_token_ids,
                   num_rejected_tokens, last_token_ids):
     """See `specverify.oracles.rejection.greedy_padded`."""
-    batch, k = check_greedy_padded(draft_token_ids, target_argmax, bonus_token_ids, is_greedy, output_token_ids,
+    batch, _ = check_greedy_padded(draft_token_ids, target_argmax, bonus_token_ids, is_greedy, output_token_ids,
                                    num_rejected_tokens, last_token_ids, values=reads_values(draft_token_ids))
-    if batch == 0:
-        return
-    counts = torch.full((batch,), k, dtype=torch.long, device=draft_token_ids.device)
-    values, emitted = verify_grid(draft_token_ids, target_argmax, draft_token_ids == target_argmax, counts,
-                                  bonus_token_ids)
-    store_padded(greedy_rows_of(is_greedy, batch, draft_token_ids.device), values, emitted, output_token_ids,
-                 num_rejected_tokens, last_token_ids)
+    if batch:
+        emit_padded(draft_token_ids == target_argmax, target_argmax, bonus_token_ids, is_greedy,
+                    output_token_ids, num_rejected_tokens, last_token_ids)
 
 
 def sample_padded(*, draft_token_ids, draft_probs, target_probs, bonus_token_ids, is_greedy, uniform_probs,
                   inv_q, output_token_ids, num_rejected_tokens, last_token_ids):
-    """See `specverify.oracles.rejection.sample_padded`."""
+    """See `specverify.oracles.rejection.sample_padded`: as `sample`, on [B, K] without a token layout."""
     batch, k = check_sample_padded(draft_token_ids, draft_probs, target_probs, bonus_token_ids, is_greedy,
                                    uniform_probs, inv_q, output_token_ids, num_rejected_tokens, last_token_ids,
                                    values=reads_values(draft_token_ids))
     if batch == 0:
         return
-    vocab = target_probs.shape[2]
-    target = target_probs.reshape(batch * k, vocab)
-    drafts = draft_token_ids.reshape(-1)
-    alternatives = first_max(target)
-    accepted = drafts == alternatives
-    if is_greedy is not None:
-        dp = None if draft_probs is None else draft_probs.reshape(batch * k, vocab)
-        rows = torch.arange(batch, device=drafts.device).repeat_interleave(k)
-        random_token = ~is_greedy[rows]
-        alternatives = torch.where(random_token, recover(target, dp, drafts, inv_q[rows]), alternatives)
-        accepted = torch.where(random_token, accepts(drafts, target, dp, uniform_probs.reshape(-1)), accepted)
-    counts = torch.full((batch,), k, dtype=torch.long, device=drafts.device)
-    values, emitted = verify_grid(draft_token_ids, alternatives.reshape(batch, k), accepted.reshape(batch, k),
-                                  counts, bonus_token_ids)
-    store_padded(torch.ones(batch, dtype=torch.bool, device=drafts.device), values, emitted, output_token_ids,
-                 num_rejected_tokens, last_token_ids)
+    drafts = draft_token_ids
+    if is_greedy is None or k == 0:
+        alternatives = first_max(target_probs)
+        accepted = drafts == alternatives
+    else:
+        greedy_token = is_greedy[:, None].expand(batch, k)
+        noise = torch.where(is_greedy[:, None], scalar(inv_q.device, inv_q.dtype, 1.0), inv_q)[:, None, :]
+        valid, safe = in_vocab(drafts, inv_q.shape[1])
+        scores = recovery_scores(target_probs, draft_probs, valid, safe, noise,
+                                 lambda: noise[:, 0].gather(1, safe), greedy_token)
+        alternatives = first_max(scores, owned=True)
+        accepted = torch.where(greedy_token, drafts == alternatives,
+                               accepts(valid, safe, target_probs, draft_probs, uniform_probs))
+    emit_padded(accepted, torch.where(accepted, drafts, alternatives), bonus_token_ids, None,
+                output_token_ids, num_rejected_tokens, last_token_ids)
 
 
 def expand(*, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded):
@@ -202,6 +268,6 @@ def expand(*, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded):
                                         values=reads_values(cu_num_tokens))
     if num_tokens == 0:
         return
-    request, _, _ = token_layout(cu_num_tokens, num_tokens)
+    request = token_requests(cu_num_tokens, num_tokens)
     replaced = torch.where(x == value_from.item(), value_to.item(), x)   # Python scalars keep x's dtype
-    expanded.copy_(replaced[request])
+    torch.index_select(replaced, 0, request, out=expanded)

@@ -5,29 +5,29 @@ from __future__ import annotations
 import torch
 
 from specverify.kernels.checks import reads_values
+from specverify.kernels.torch.layout import constant, iota, scalar
 from specverify.oracles import scv as oracle
 
 
 def acceptance_mask(*, draft_token_ids, target_token_ids, cu_num_draft_tokens, accepted_mask, num_accepted):
-    """See `specverify.oracles.scv.acceptance_mask`. Each request's first rejected position is a
-    scatter-min over its tokens; a token is accepted when it lies before that position."""
+    """See `specverify.oracles.scv.acceptance_mask`. One scatter-min gives each request's first
+    rejected token (its end when none); a token is accepted when it lies before its request's. One
+    buffer holds [cu..., cu[B-1]] (where the scatter-min starts; the extra entry takes the padding
+    tokens past cu[B-1]) and then the requests' starts [0, cu[:B-1]...]."""
     batch, tokens = oracle.check_acceptance_mask(draft_token_ids, target_token_ids, cu_num_draft_tokens,
                                                  accepted_mask, num_accepted,
                                                  values=reads_values(cu_num_draft_tokens))
     if batch == 0:   # every token is padding
         accepted_mask.fill_(False)
         return
-    device = draft_token_ids.device
-    cu = cu_num_draft_tokens.long()
-    counts = torch.diff(cu, prepend=cu.new_zeros(1))
-    index = torch.arange(tokens, device=device)
+    cu = cu_num_draft_tokens
+    index = iota(tokens, cu, cu.dtype)
     request = torch.searchsorted(cu, index, right=True)        # B for the padding past cu[B-1]
-    owned = request < batch
-    row = request.clamp(max=batch - 1)
-    position = index - (cu - counts)[row]
-    draft = draft_token_ids.long()
-    rejected = (draft == oracle.PLACEHOLDER) | (draft != target_token_ids.long())
-    first = counts.clone()   # no rejection: every draft accepted
-    first.scatter_reduce_(0, row, torch.where(rejected & owned, position, counts[row]), "amin")
-    num_accepted.copy_(first)
-    accepted_mask.copy_(owned & (position < first[row]))
+    zero = constant("zero_int32", cu, lambda device: torch.zeros(1, device=device, dtype=torch.int32))
+    bounds = torch.cat((cu, cu[-1:], zero, cu[:-1]))
+    first, starts = bounds[:batch + 1], bounds[batch + 1:]
+    draft = draft_token_ids
+    rejected = (draft != target_token_ids) | (draft == oracle.PLACEHOLDER)
+    first.scatter_reduce_(0, request, torch.where(rejected, index, scalar(2**31 - 1, cu, cu.dtype)), "amin")
+    torch.lt(index, first[request], out=accepted_mask)
+    torch.sub(first[:batch], starts, out=num_accepted)

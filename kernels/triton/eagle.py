@@ -6,11 +6,13 @@ import torch
 import triton
 import triton.language as tl
 
-from specverify.kernels.checks import reads_values
+from specverify.kernels.checks import reads_values, validate
+from specverify.kernels.triton.launch import cdiv, launcher, next_power_of_2
 from specverify.oracles import eagle as oracle
 
-ROWS = 128          # rows per program for the row-parallel kernels
-TILE = 4096         # elements of a 2-D tile
+ROWS = 128          # rows per program for the one-lane-per-row kernels
+BLOCK_ROWS = 32     # most rows per program of a [rows, columns] tile (B = 1024: 32 programs or more)
+ROW_TILE = 1024     # elements of such a tile
 
 
 def launch(kernel, programs: int, *args, **meta) -> None:
@@ -23,6 +25,7 @@ def as_bytes(t: torch.Tensor) -> torch.Tensor:
     return t.view(torch.uint8) if t.dtype == torch.bool else t
 
 
+@launcher
 @triton.jit
 def next_token_kernel(tok_ptr, row_stride, col_stride, discard_ptr, backup_ptr, next_ptr, count_ptr,
                       batch, width, vocab, BLOCK_B: tl.constexpr, BLOCK_S: tl.constexpr):
@@ -42,20 +45,26 @@ def next_token_kernel(tok_ptr, row_stride, col_stride, discard_ptr, backup_ptr, 
     tl.store(count_ptr + rows, count, mask=live)
 
 
+def row_block(width: int) -> tuple[int, int]:
+    """(rows, columns) of a row-parallel [rows, columns] tile over rows `width` wide: ROW_TILE elements,
+    between 1 and BLOCK_ROWS rows, so a large batch spreads over many programs."""
+    columns = next_power_of_2(max(width, 1))
+    return max(1, min(BLOCK_ROWS, ROW_TILE // columns)), columns
+
+
 def next_token_padded(*, sampled_token_ids, discard_mask, backup_next_token_ids, vocab_size,
                       next_token_ids, valid_sampled_tokens_count):
     """See `specverify.oracles.eagle.next_token_padded`. A [rows, S] tile per program; any strides."""
-    batch = oracle.check_next_token_padded(sampled_token_ids, discard_mask, backup_next_token_ids, vocab_size,
-                                           next_token_ids, valid_sampled_tokens_count,
-                                           values=reads_values(sampled_token_ids))
+    batch = validate(oracle.check_next_token_padded, sampled_token_ids, discard_mask, backup_next_token_ids, vocab_size,
+                     next_token_ids, valid_sampled_tokens_count, values=reads_values(sampled_token_ids))
     width = sampled_token_ids.shape[1]
-    block_s = triton.next_power_of_2(max(width, 1))
-    block_b = max(1, min(triton.next_power_of_2(max(batch, 1)), TILE // block_s))
-    launch(next_token_kernel, triton.cdiv(batch, block_b), sampled_token_ids, sampled_token_ids.stride(0),
+    block_b, block_s = row_block(width)
+    launch(next_token_kernel, cdiv(batch, block_b), sampled_token_ids, sampled_token_ids.stride(0),
            sampled_token_ids.stride(1), as_bytes(discard_mask.contiguous()), backup_next_token_ids.contiguous(),
            next_token_ids, valid_sampled_tokens_count, batch, width, vocab_size, BLOCK_B=block_b, BLOCK_S=block_s)
 
 
+@launcher
 @triton.jit
 def prepare_padded_kernel(cu_ptr, count_ptr, qsl_ptr, index_ptr, rejected_ptr, num_reqs, BLOCK: tl.constexpr):
     r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -72,12 +81,89 @@ def prepare_padded_kernel(cu_ptr, count_ptr, qsl_ptr, index_ptr, rejected_ptr, n
 def prepare_inputs_padded(*, cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc, num_reqs,
                           token_indices_to_sample, num_rejected_tokens):
     """See `specverify.oracles.eagle.prepare_inputs_padded`. One lane per request."""
-    oracle.check_prepare_inputs_padded(cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc,
-                                       num_reqs, token_indices_to_sample, num_rejected_tokens,
-                                       values=reads_values(query_start_loc))
-    launch(prepare_padded_kernel, triton.cdiv(num_reqs, ROWS), cu_num_draft_tokens.contiguous(),
+    validate(oracle.check_prepare_inputs_padded, cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc,
+             num_reqs, token_indices_to_sample, num_rejected_tokens, values=reads_values(query_start_loc))
+    launch(prepare_padded_kernel, cdiv(num_reqs, ROWS), cu_num_draft_tokens.contiguous(),
            valid_sampled_tokens_count.contiguous(), query_start_loc.contiguous(), token_indices_to_sample,
            num_rejected_tokens, num_reqs, BLOCK=ROWS)
+
+
+@launcher
+@triton.jit
+def verify_prepare_kernel(draft_ptr, argmax_ptr, bonus_ptr, cu_ptr, greedy_ptr, out_ptr, o_row, o_col,
+                          discard_ptr, backup_ptr, qsl_ptr, next_ptr, count_ptr, index_ptr, rejected_ptr,
+                          batch, columns, vocab, num_reqs, HAS_MASK: tl.constexpr, BLOCK_B: tl.constexpr,
+                          BLOCK_S: tl.constexpr):
+    """Rows [pid * BLOCK_B, (pid + 1) * BLOCK_B), each through the three steps in registers: greedy
+    verification (its emitted slots stored, the rest of the row read back as the caller left it), the
+    count and last valid id of the row so formed, and the rejected tokens and index to sample."""
+    rows = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
+    cols = tl.arange(0, BLOCK_S)
+    live = rows < batch
+    end = tl.load(cu_ptr + rows, mask=live, other=0).to(tl.int64)
+    start = tl.load(cu_ptr + rows - 1, mask=live & (rows > 0), other=0).to(tl.int64)
+    n = end - start
+    # rejection.greedy: the argmax up to and at the first mismatching draft, else all of them and the bonus
+    drafting = live[:, None] & (cols[None, :] < n[:, None])
+    at = start[:, None] + cols[None, :]
+    draft = tl.load(draft_ptr + at, mask=drafting, other=-1).to(tl.int64)
+    argmax = tl.load(argmax_ptr + at, mask=drafting, other=0)
+    first = tl.min(tl.where(drafting & (draft != argmax), cols[None, :], BLOCK_S), axis=1)
+    emitted = tl.where(first == BLOCK_S, n + 1, first + 1)
+    bonus = tl.load(bonus_ptr + rows, mask=live, other=0)
+    emit = tl.where(cols[None, :] < n[:, None], argmax, bonus[:, None]).to(tl.int32)
+    if HAS_MASK:
+        greedy = tl.load(greedy_ptr + rows, mask=live, other=0) != 0
+    else:
+        greedy = live
+    inside = live[:, None] & (cols[None, :] < columns)
+    written = inside & greedy[:, None] & (cols[None, :] < emitted[:, None])
+    slot = out_ptr + rows[:, None].to(tl.int64) * o_row + cols[None, :] * o_col
+    tok = tl.where(written, emit, tl.load(slot, mask=inside & ~written, other=-1))
+    tl.store(slot, emit, mask=written)
+    # eagle.next_token_padded on the row as it now stands
+    kept = tl.load(discard_ptr + rows, mask=live, other=1) == 0
+    valid = inside & (tok != -1) & (tok < vocab) & kept[:, None]
+    count = tl.sum(valid.to(tl.int32), axis=1)
+    last = tl.max(tl.where(valid, cols[None, :], -1), axis=1)
+    picked = tl.sum(tl.where(cols[None, :] == last[:, None], tok, 0), axis=1)
+    backup = tl.load(backup_ptr + rows, mask=live, other=0)
+    tl.store(next_ptr + rows, tl.where(count > 0, picked, backup), mask=live)
+    tl.store(count_ptr + rows, count, mask=live)
+    # eagle.prepare_inputs_padded for the first num_reqs rows
+    real = rows < num_reqs
+    rejected = tl.where(n > 0, n + 1 - count, 0)
+    query_end = tl.load(qsl_ptr + rows + 1, mask=real, other=0)
+    tl.store(rejected_ptr + rows, rejected.to(tl.int32), mask=real)
+    tl.store(index_ptr + rows, (query_end - 1 - rejected).to(index_ptr.dtype.element_ty), mask=real)
+
+
+def verify_and_prepare_padded(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
+                              max_spec_len, output_token_ids, discard_mask, backup_next_token_ids, vocab_size,
+                              query_start_loc, num_reqs, next_token_ids, valid_sampled_tokens_count,
+                              token_indices_to_sample, num_rejected_tokens):
+    """See `specverify.oracles.eagle.verify_and_prepare_padded`. One launch, a [rows, S+1] tile per
+    program; output_token_ids of any strides. The values the later steps check are checked after the
+    launch (`oracle.check_verified`), when values are read at all."""
+    values = reads_values(cu_num_draft_tokens)
+    batch = validate(
+        oracle.check_verify_and_prepare, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy, max_spec_len,
+        output_token_ids, discard_mask, backup_next_token_ids, vocab_size, query_start_loc, num_reqs,
+        next_token_ids, valid_sampled_tokens_count, token_indices_to_sample, num_rejected_tokens, values=values)
+    columns = output_token_ids.shape[1]
+    block_b, block_s = row_block(columns)
+    greedy = next_token_ids if is_greedy is None else as_bytes(is_greedy.contiguous())  # placeholder when None
+    launch(verify_prepare_kernel, cdiv(batch, block_b), draft_token_ids.contiguous(),
+           target_argmax.contiguous(), bonus_token_ids.contiguous(), cu_num_draft_tokens.contiguous(), greedy,
+           output_token_ids, output_token_ids.stride(0), output_token_ids.stride(1),
+           as_bytes(discard_mask.contiguous()), backup_next_token_ids.contiguous(), query_start_loc.contiguous(),
+           next_token_ids, valid_sampled_tokens_count, token_indices_to_sample, num_rejected_tokens,
+           batch, columns, vocab_size, num_reqs, HAS_MASK=is_greedy is not None, BLOCK_B=block_b,
+           BLOCK_S=block_s)
+    if values:
+        oracle.check_verified(cu_num_draft_tokens, output_token_ids, discard_mask, backup_next_token_ids,
+                              vocab_size, query_start_loc, num_reqs, next_token_ids, valid_sampled_tokens_count,
+                              token_indices_to_sample, num_rejected_tokens)
 
 
 @triton.jit
@@ -91,37 +177,50 @@ def kept_tokens(qsl_ptr, drafts_ptr, sampled_ptr, r, live):
     return qn - qs - rejected, rejected, qs
 
 
+@launcher
 @triton.jit
 def prepare_kernel(qsl_ptr, seq_ptr, drafts_ptr, sampled_ptr, new_qsl_ptr, index_ptr, new_seq_ptr, batch,
-                   BLOCK_B: tl.constexpr, BLOCK_T: tl.constexpr):
-    r = tl.program_id(0)
-    others = tl.arange(0, BLOCK_B)
-    kept_all, _, _ = kept_tokens(qsl_ptr, drafts_ptr, sampled_ptr, others, others < batch)
-    out_start = tl.sum(tl.where(others < r, kept_all, 0), axis=0)
+                   BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Program p: requests [p * BLOCK_R, (p + 1) * BLOCK_R). It sums the kept tokens of the requests
+    before its own (BLOCK_S at a time), then writes its rows and its requests' token indices as a
+    [BLOCK_R, BLOCK_T] tile per step."""
+    pid = tl.program_id(0)
+    b0 = pid * BLOCK_R
+    before = tl.zeros([BLOCK_S], tl.int64)
+    for s0 in range(0, b0, BLOCK_S):
+        s = s0 + tl.arange(0, BLOCK_S)
+        kept_before, _, _ = kept_tokens(qsl_ptr, drafts_ptr, sampled_ptr, s, s < b0)
+        before += tl.where(s < b0, kept_before, 0)
+    r = b0 + tl.arange(0, BLOCK_R)
     live = r < batch
     kept, rejected, qs = kept_tokens(qsl_ptr, drafts_ptr, sampled_ptr, r, live)
     kept = tl.where(live, kept, 0)
-    tl.store(new_qsl_ptr, out_start.to(new_qsl_ptr.dtype.element_ty), mask=r == 0)  # 0 for program 0
-    tl.store(new_qsl_ptr + r + 1, (out_start + kept).to(new_qsl_ptr.dtype.element_ty), mask=live)
+    ends = tl.sum(before, 0) + tl.cumsum(kept, 0)
+    starts = ends - kept
+    tl.store(new_qsl_ptr, tl.sum(before, 0).to(new_qsl_ptr.dtype.element_ty), mask=pid == 0)  # program 0: 0
+    tl.store(new_qsl_ptr + r + 1, ends.to(new_qsl_ptr.dtype.element_ty), mask=live)
     seq = tl.load(seq_ptr + r, mask=live, other=0).to(tl.int64)
     tl.store(new_seq_ptr + r, (seq - rejected).to(new_seq_ptr.dtype.element_ty), mask=live)
-    for k0 in range(0, kept, BLOCK_T):
+    for k0 in range(0, tl.max(kept, 0), BLOCK_T):
         k = k0 + tl.arange(0, BLOCK_T)
-        tl.store(index_ptr + out_start + k, (qs + k).to(index_ptr.dtype.element_ty), mask=k < kept)
+        tl.store(index_ptr + starts[:, None] + k[None, :], (qs[:, None] + k[None, :]).to(index_ptr.dtype.element_ty),
+                 mask=k[None, :] < kept[:, None])
 
 
 def prepare_inputs(*, query_start_loc, seq_lens, num_draft_tokens, num_sampled, new_query_start_loc,
                    token_indices, new_seq_lens):
-    """See `specverify.oracles.eagle.prepare_inputs`. One program per request; each sums the kept
-    tokens of the requests before it for its output offset."""
-    batch = oracle.check_prepare_inputs(query_start_loc, seq_lens, num_draft_tokens, num_sampled,
-                                        new_query_start_loc, token_indices, new_seq_lens,
-                                        values=reads_values(query_start_loc))
-    launch(prepare_kernel, max(batch, 1), query_start_loc.contiguous(), seq_lens.contiguous(),
-           num_draft_tokens.contiguous(), num_sampled.contiguous(), new_query_start_loc, token_indices,
-           new_seq_lens, batch, BLOCK_B=triton.next_power_of_2(max(batch, 1)), BLOCK_T=64)
+    """See `specverify.oracles.eagle.prepare_inputs`. One program per BLOCK_ROWS requests; each sums the
+    kept tokens of the requests before its own for its output offsets."""
+    batch = validate(oracle.check_prepare_inputs, query_start_loc, seq_lens, num_draft_tokens, num_sampled,
+                     new_query_start_loc, token_indices, new_seq_lens, values=reads_values(query_start_loc))
+    launch(prepare_kernel, max(cdiv(batch, BLOCK_ROWS), 1), query_start_loc.contiguous(),
+           seq_lens.contiguous(), num_draft_tokens.contiguous(), num_sampled.contiguous(), new_query_start_loc,
+           token_indices, new_seq_lens, batch, BLOCK_R=BLOCK_ROWS, BLOCK_S=1024, BLOCK_T=16)
 
 
+
+
+@launcher
 @triton.jit
 def copy_expand_kernel(tok_ptr, pos_ptr, next_ptr, qsl_ptr, qel_ptr, padding_id, parallel_id, P,
                        ids_ptr, out_pos_ptr, rejected_ptr, masked_ptr, new_ptr, mapping_ptr,
@@ -161,11 +260,11 @@ def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids
                            out_new_token_indices, out_hidden_state_mapping):
     """See `specverify.oracles.eagle.copy_and_expand_inputs`. One program per request, looping over
     its output span."""
-    batch, _ = oracle.check_copy_and_expand(
-        target_token_ids, target_positions, next_token_ids, query_start_loc, query_end_loc, padding_token_id,
-        parallel_drafting_token_id, P, shift_input_ids, out_input_ids, out_positions,
-        out_is_rejected_token_mask, out_is_masked_token_mask, out_new_token_indices, out_hidden_state_mapping,
-        values=reads_values(query_start_loc))
+    batch, _ = validate(oracle.check_copy_and_expand, target_token_ids, target_positions, next_token_ids,
+                        query_start_loc, query_end_loc, padding_token_id, parallel_drafting_token_id, P,
+                        shift_input_ids, out_input_ids, out_positions, out_is_rejected_token_mask,
+                        out_is_masked_token_mask, out_new_token_indices, out_hidden_state_mapping,
+                        values=reads_values(query_start_loc))
     launch(copy_expand_kernel, batch, target_token_ids.contiguous(), target_positions.contiguous(),
            next_token_ids.contiguous(), query_start_loc.contiguous(), query_end_loc.contiguous(),
            padding_token_id, parallel_drafting_token_id, P, out_input_ids, out_positions,
@@ -173,6 +272,7 @@ def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids
            out_hidden_state_mapping, SHIFT=int(shift_input_ids), BLOCK=64)
 
 
+@launcher
 @triton.jit
 def extend_kernel(qsl_ptr, seq_ptr, n, new_qsl_ptr, new_seq_ptr, batch, BLOCK: tl.constexpr):
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -184,12 +284,13 @@ def extend_kernel(qsl_ptr, seq_ptr, n, new_qsl_ptr, new_seq_ptr, batch, BLOCK: t
 
 def extend_queries(*, query_start_loc, seq_lens, N, new_query_start_loc, new_seq_lens):
     """See `specverify.oracles.eagle.extend_queries`."""
-    batch = oracle.check_extend_queries(query_start_loc, seq_lens, N, new_query_start_loc, new_seq_lens,
-                                        values=reads_values(query_start_loc))
-    launch(extend_kernel, triton.cdiv(batch + 1, ROWS), query_start_loc.contiguous(), seq_lens.contiguous(), N,
+    batch = validate(oracle.check_extend_queries, query_start_loc, seq_lens, N, new_query_start_loc, new_seq_lens,
+                     values=reads_values(query_start_loc))
+    launch(extend_kernel, cdiv(batch + 1, ROWS), query_start_loc.contiguous(), seq_lens.contiguous(), N,
            new_query_start_loc, new_seq_lens, batch, BLOCK=ROWS)
 
 
+@launcher
 @triton.jit
 def step_slot_kernel(pos_ptr, table_ptr, row_stride, col_stride, seq_ptr, block_size, max_model_len,
                      blocks, batch_size, input_batch_size, clamped_ptr, slot_ptr, BLOCK: tl.constexpr):
@@ -211,9 +312,8 @@ def step_slot_kernel(pos_ptr, table_ptr, row_stride, col_stride, seq_ptr, block_
 def step_slot_mapping(*, positions, block_table, seq_lens, block_size, max_model_len, batch_size,
                       input_batch_size, clamped_positions, slot_mapping):
     """See `specverify.oracles.eagle.step_slot_mapping`. One lane per slot; any block_table strides."""
-    oracle.check_step_slot_mapping(positions, block_table, seq_lens, block_size, max_model_len, batch_size,
-                                   input_batch_size, clamped_positions, slot_mapping,
-                                   values=reads_values(positions))
-    launch(step_slot_kernel, triton.cdiv(input_batch_size, ROWS), positions.contiguous(), block_table,
+    validate(oracle.check_step_slot_mapping, positions, block_table, seq_lens, block_size, max_model_len, batch_size,
+             input_batch_size, clamped_positions, slot_mapping, values=reads_values(positions))
+    launch(step_slot_kernel, cdiv(input_batch_size, ROWS), positions.contiguous(), block_table,
            block_table.stride(0), block_table.stride(1), seq_lens, block_size, max_model_len,
            block_table.shape[1], batch_size, input_batch_size, clamped_positions, slot_mapping, BLOCK=ROWS)

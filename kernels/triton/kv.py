@@ -13,7 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
-from specverify.kernels.checks import reads_values
+from specverify.kernels.checks import reads_values, validate
+from specverify.kernels.triton.launch import cdiv, launcher, next_power_of_2
 from specverify.oracles import kv as oracle
 
 BLOCK_T = 16       # tokens per program
@@ -61,6 +62,7 @@ def commit_one(src_ptr, s0, s1, s2, scale_ptr, cache_ptr, c0, c1, c2, c3, tok, h
         tl.store(where, src, mask=store)
 
 
+@launcher
 @triton.jit
 def commit_kernel(key_ptr, ks0, ks1, ks2, value_ptr, vs0, vs1, vs2, slot_ptr, accepted_ptr, k_scale_ptr,
                   v_scale_ptr, kc_ptr, kc0, kc1, kc2, kc3, vc_ptr, vc0, vc1, vc2, vc3, tokens, dim, row,
@@ -90,8 +92,8 @@ def as_slots(cache: torch.Tensor, layout: str, bits: bool) -> torch.Tensor:
 
 def commit_draft(*, key, value, slot_mapping, accepted_mask, layout, k_scale, v_scale, key_cache, value_cache):
     """See `specverify.oracles.kv.commit_draft`. Any strides of the sources and the caches."""
-    _, block_size = oracle.check_commit_draft(key, value, slot_mapping, accepted_mask, layout, k_scale, v_scale,
-                                              key_cache, value_cache, values=reads_values(slot_mapping))
+    _, block_size = validate(oracle.check_commit_draft, key, value, slot_mapping, accepted_mask, layout, k_scale,
+                             v_scale, key_cache, value_cache, values=reads_values(slot_mapping))
     tokens, heads, dim = key.shape
     if tokens == 0 or heads * dim == 0 or key_cache.numel() == 0:
         return
@@ -101,8 +103,8 @@ def commit_draft(*, key, value, slot_mapping, accepted_mask, layout, k_scale, v_
     src_k, src_v = (key, value) if fp8 else (key.view(kc.dtype), value.view(vc.dtype))
     k_scale, v_scale = (k_scale, v_scale) if fp8 else (slot_mapping, slot_mapping)   # never read
     row = heads * dim
-    block_e = min(triton.next_power_of_2(row), MAX_ROW)
-    commit_kernel[(triton.cdiv(tokens, BLOCK_T), triton.cdiv(row, block_e))](
+    block_e = min(next_power_of_2(row), MAX_ROW)
+    commit_kernel[(cdiv(tokens, BLOCK_T), cdiv(row, block_e))](
         src_k, *src_k.stride(), src_v, *src_v.stride(), slot_mapping.contiguous(),
         accepted_mask.contiguous().view(torch.uint8), k_scale.contiguous(), v_scale.contiguous(),
         kc, *kc.stride(), vc, *vc.stride(), tokens, dim, row, block_size,

@@ -5,10 +5,12 @@ import torch
 import triton
 import triton.language as tl
 
-from specverify.kernels.checks import reads_values
+from specverify.kernels.checks import reads_values, validate
+from specverify.kernels.triton.launch import launcher, next_power_of_2
 from specverify.oracles.output import SPEC_METADATA_OUTPUTS, check_spec_metadata
 
 
+@launcher
 @triton.jit
 def spec_metadata_kernel(counts_ptr, cu_sched_ptr, input_ids_ptr, cu_draft_ptr, cu_sampled_ptr, logits_ptr,
                          target_ptr, bonus_ptr, draft_ptr, BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -32,8 +34,8 @@ def spec_metadata_kernel(counts_ptr, cu_sched_ptr, input_ids_ptr, cu_draft_ptr, 
 
 def spec_metadata(*, num_draft_tokens, cu_num_scheduled_tokens, input_ids, **outputs):
     """See `specverify.oracles.output.spec_metadata`. Outputs must be contiguous."""
-    batch, _ = check_spec_metadata(num_draft_tokens, cu_num_scheduled_tokens, input_ids, outputs,
-                                   values=reads_values(cu_num_scheduled_tokens))
+    batch, _ = validate(check_spec_metadata, num_draft_tokens, cu_num_scheduled_tokens, input_ids, outputs,
+                        values=reads_values(cu_num_scheduled_tokens))
     for name, out in outputs.items():
         if not out.is_contiguous():
             raise ValueError(f"{name}: the Triton kernel writes contiguous outputs only")
@@ -43,4 +45,4 @@ def spec_metadata(*, num_draft_tokens, cu_num_scheduled_tokens, input_ids, **out
     counts = torch.tensor(num_draft_tokens, dtype=torch.int32).to(device, non_blocking=True)
     spec_metadata_kernel[(batch,)](
         counts, cu_num_scheduled_tokens.contiguous(), input_ids.contiguous(), *(outputs[name] for name in SPEC_METADATA_OUTPUTS),
-        BLOCK_B=triton.next_power_of_2(batch), BLOCK_N=triton.next_power_of_2(max(num_draft_tokens) + 1))
+        BLOCK_B=next_power_of_2(batch), BLOCK_N=next_power_of_2(max(num_draft_tokens) + 1))

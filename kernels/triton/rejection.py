@@ -24,7 +24,8 @@ import torch
 import triton
 import triton.language as tl
 
-from specverify.kernels.checks import reads_values
+from specverify.kernels.checks import reads_values, validate
+from specverify.kernels.triton.launch import cdiv, launcher, next_power_of_2
 from specverify.kernels.triton.workspace import NO_KEY, workspace
 from specverify.oracles.rejection import (check_expand, check_greedy, check_greedy_padded, check_random,
                                           check_recovered, check_sample, check_sample_padded)
@@ -82,6 +83,7 @@ def publish(out_ptr, keys_ptr, counts_ptr, t, best, best_index, vocab, split):
     tl.store(counts_ptr + t, 0, mask=last)
 
 
+@launcher
 @triton.jit
 def pick_kernel(out_ptr, target_ptr, t_row, t_pos, t_v, draft_probs_ptr, dp_row, dp_pos, dp_v,
                 draft_ptr, d_row, d_pos, inv_q_ptr, q_row, q_v, cu_ptr, is_greedy_ptr, g_stride,
@@ -136,6 +138,7 @@ def pick_kernel(out_ptr, target_ptr, t_row, t_pos, t_v, draft_probs_ptr, dp_row,
         tl.store(out_ptr + t, tl.where(best_index == vocab, 0, best_index).to(out_ptr.dtype.element_ty))
 
 
+@launcher
 @triton.jit
 def verify_kernel(out_ptr, o_row, o_col, rejected_ptr, rejected_stride, last_ptr, last_stride,
                   draft_ptr, d_row, d_pos, alt_ptr, a_row, a_pos, bonus_ptr, bonus_stride,
@@ -198,6 +201,7 @@ def verify_kernel(out_ptr, o_row, o_col, rejected_ptr, rejected_stride, last_ptr
         tl.store(last_ptr + r * last_stride, last, mask=write)
 
 
+@launcher
 @triton.jit
 def expand_kernel(out_ptr, x_ptr, cu_ptr, replace_from, replace_to, BLOCK: tl.constexpr):
     """expanded[start(r):end(r)] = x[r], or replace_to where x[r] == replace_from; no cap per request."""
@@ -242,14 +246,14 @@ def split_plan(tokens: int, vocab: int, programs: int, min_block: int) -> tuple[
     """(SPLIT, tile, span): each of `tokens` rows of `vocab` scores is swept by SPLIT programs of `span`
     elements (whole tiles), about `programs` in all. SPLIT = 1 (span = vocab, tiles of up to BLOCK_V)
     once tokens >= programs, so SPLIT > 1 needs fewer than `programs` token slots."""
-    widest = min(BLOCK_V, triton.next_power_of_2(vocab))
-    wanted = triton.cdiv(programs, tokens)
+    widest = min(BLOCK_V, next_power_of_2(vocab))
+    wanted = cdiv(programs, tokens)
     if wanted <= 1:
         return 1, widest, vocab
-    tile = min(widest, max(min_block, triton.next_power_of_2(triton.cdiv(vocab, wanted))))
-    tiles = triton.cdiv(vocab, tile)
-    per = triton.cdiv(tiles, min(wanted, tiles))
-    return triton.cdiv(tiles, per), tile, per * tile
+    tile = min(widest, max(min_block, next_power_of_2(cdiv(vocab, wanted))))
+    tiles = cdiv(vocab, tile)
+    per = cdiv(tiles, min(wanted, tiles))
+    return cdiv(tiles, per), tile, per * tile
 
 
 def pick(out, target, draft_probs, drafts, inv_q, cu, is_greedy, mode, flat: bool):
@@ -298,14 +302,14 @@ def verify(out, drafts, alternatives, bonus, is_greedy, mode, rows, *, cu=None, 
         drafts if uniform is None else uniform, u_row, u_pos, drafts if cu is None else cu, mask, g_stride,
         k, 1 if target is None else target.shape[-1], columns,
         MODE=mode.value, ROWS=rows.value, FLAT=flat, FILL=fill, PADDED=padded, HAS_DRAFT_PROBS=draft_probs is not None,
-        HAS_MASK=is_greedy is not None, BLOCK=triton.next_power_of_2(columns))
+        HAS_MASK=is_greedy is not None, BLOCK=next_power_of_2(columns))
 
 
 def greedy(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
            max_spec_len, output_token_ids):
     """See `specverify.oracles.rejection.greedy`. One launch."""
-    check_greedy(draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
-                 max_spec_len, output_token_ids, values=reads_values(cu_num_draft_tokens))
+    validate(check_greedy, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
+             max_spec_len, output_token_ids, values=reads_values(cu_num_draft_tokens))
     verify(output_token_ids, draft_token_ids, target_argmax, bonus_token_ids, is_greedy, GREEDY, GREEDY_ROWS,
            cu=cu_num_draft_tokens)
 
@@ -313,17 +317,17 @@ def greedy(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_toke
 def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,
            recovered_token_ids, uniform_probs, is_greedy, output_token_ids):
     """See `specverify.oracles.rejection.random`. One launch."""
-    check_random(draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,
-                 recovered_token_ids, uniform_probs, is_greedy, output_token_ids,
-                 values=reads_values(cu_num_draft_tokens))
+    validate(check_random, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs,
+             target_probs, recovered_token_ids, uniform_probs, is_greedy, output_token_ids,
+             values=reads_values(cu_num_draft_tokens))
     verify(output_token_ids, draft_token_ids, recovered_token_ids, bonus_token_ids, is_greedy, RANDOM, RANDOM_ROWS,
            cu=cu_num_draft_tokens, target=target_probs, draft_probs=draft_probs, uniform=uniform_probs)
 
 
 def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids):
     """See `specverify.oracles.rejection.recovered`. One launch."""
-    check_recovered(cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids,
-                    values=reads_values(cu_num_draft_tokens))
+    validate(check_recovered, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q,
+             recovered_token_ids, values=reads_values(cu_num_draft_tokens))
     pick(recovered_token_ids, target_probs, draft_probs, draft_token_ids, inv_q, cu_num_draft_tokens, None,
          RECOVER, flat=True)
 
@@ -332,8 +336,9 @@ def sample(*, draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, t
            is_greedy, uniform_probs, inv_q, output_token_ids):
     """See `specverify.oracles.rejection.sample`. Two launches: pick (the argmax of greedy rows, the
     recovered token of the others), then verify (every row written in full)."""
-    check_sample(draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs, bonus_token_ids,
-                 is_greedy, uniform_probs, inv_q, output_token_ids, values=reads_values(cu_num_draft_tokens))
+    validate(check_sample, draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,
+             bonus_token_ids, is_greedy, uniform_probs, inv_q, output_token_ids,
+             values=reads_values(cu_num_draft_tokens))
     alternatives = torch.empty(draft_token_ids.shape[0], dtype=torch.int64, device=draft_token_ids.device)
     pick(alternatives, target_probs, draft_probs, draft_token_ids, inv_q, cu_num_draft_tokens, is_greedy,
          ARGMAX if is_greedy is None else BY_ROW, flat=True)
@@ -345,8 +350,8 @@ def sample(*, draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, t
 def greedy_padded(*, draft_token_ids, target_argmax, bonus_token_ids, is_greedy, output_token_ids,
                   num_rejected_tokens, last_token_ids):
     """See `specverify.oracles.rejection.greedy_padded`. One launch."""
-    check_greedy_padded(draft_token_ids, target_argmax, bonus_token_ids, is_greedy, output_token_ids,
-                        num_rejected_tokens, last_token_ids, values=reads_values(draft_token_ids))
+    validate(check_greedy_padded, draft_token_ids, target_argmax, bonus_token_ids, is_greedy, output_token_ids,
+             num_rejected_tokens, last_token_ids, values=reads_values(draft_token_ids))
     verify(output_token_ids, draft_token_ids, target_argmax, bonus_token_ids, is_greedy, GREEDY, GREEDY_ROWS,
            fill=True, rejected=num_rejected_tokens, last=last_token_ids)
 
@@ -354,9 +359,8 @@ def greedy_padded(*, draft_token_ids, target_argmax, bonus_token_ids, is_greedy,
 def sample_padded(*, draft_token_ids, draft_probs, target_probs, bonus_token_ids, is_greedy, uniform_probs,
                   inv_q, output_token_ids, num_rejected_tokens, last_token_ids):
     """See `specverify.oracles.rejection.sample_padded`. Two launches, as `sample`."""
-    check_sample_padded(draft_token_ids, draft_probs, target_probs, bonus_token_ids, is_greedy, uniform_probs,
-                        inv_q, output_token_ids, num_rejected_tokens, last_token_ids,
-                        values=reads_values(draft_token_ids))
+    validate(check_sample_padded, draft_token_ids, draft_probs, target_probs, bonus_token_ids, is_greedy, uniform_probs,
+             inv_q, output_token_ids, num_rejected_tokens, last_token_ids, values=reads_values(draft_token_ids))
     alternatives = torch.empty(draft_token_ids.shape, dtype=torch.int64, device=draft_token_ids.device)
     pick(alternatives, target_probs, draft_probs, draft_token_ids, inv_q, None, is_greedy,
          ARGMAX if is_greedy is None else BY_ROW, flat=False)
@@ -367,8 +371,8 @@ def sample_padded(*, draft_token_ids, draft_probs, target_probs, bonus_token_ids
 
 def expand(*, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded):
     """See `specverify.oracles.rejection.expand`. One launch, one program per request."""
-    value_from, value_to = check_expand(x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded,
-                                        values=reads_values(cu_num_tokens))
+    value_from, value_to = validate(check_expand, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded,
+                                    values=reads_values(cu_num_tokens))
     if len(x) == 0:
         return
     expand_kernel[(len(x),)](expanded, x.contiguous(), cu_num_tokens.contiguous(), value_from.item(),

@@ -10,12 +10,14 @@ import torch
 import triton
 import triton.language as tl
 
-from specverify.kernels.checks import reads_values
+from specverify.kernels.checks import reads_values, validate
+from specverify.kernels.triton.launch import cdiv, launcher
 from specverify.oracles import scv as oracle
 
 BLOCK = 256   # tokens per tile
 
 
+@launcher
 @triton.jit
 def acceptance_kernel(draft_ptr, draft_stride, target_ptr, target_stride, cu_ptr, mask_ptr, count_ptr, batch,
                       tokens, BLOCK: tl.constexpr):
@@ -42,10 +44,9 @@ def acceptance_kernel(draft_ptr, draft_stride, target_ptr, target_stride, cu_ptr
 
 def acceptance_mask(*, draft_token_ids, target_token_ids, cu_num_draft_tokens, accepted_mask, num_accepted):
     """See `specverify.oracles.scv.acceptance_mask`. Token arrays of any stride."""
-    batch, tokens = oracle.check_acceptance_mask(draft_token_ids, target_token_ids, cu_num_draft_tokens,
-                                                 accepted_mask, num_accepted,
-                                                 values=reads_values(cu_num_draft_tokens))
-    programs = batch + triton.cdiv(tokens, BLOCK)
+    batch, tokens = validate(oracle.check_acceptance_mask, draft_token_ids, target_token_ids, cu_num_draft_tokens,
+                             accepted_mask, num_accepted, values=reads_values(cu_num_draft_tokens))
+    programs = batch + cdiv(tokens, BLOCK)
     if programs == 0:
         return
     acceptance_kernel[(programs,)](draft_token_ids, draft_token_ids.stride(0), target_token_ids,

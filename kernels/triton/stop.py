@@ -6,12 +6,15 @@ import torch
 import triton
 import triton.language as tl
 
-from specverify.kernels.checks import reads_values
+from specverify.kernels.checks import reads_values, validate
+from specverify.kernels.triton.launch import cdiv, launcher, next_power_of_2
 from specverify.oracles import stop as oracle
 
-TILE = 4096   # elements of a program's tile
+BLOCK_ROWS = 32    # most rows per program (B = 1024: 32 programs or more)
+ROW_TILE = 1024    # elements of a program's [rows, K+1] tile
 
 
+@launcher
 @triton.jit
 def stop_kernel(tok_ptr, tok_rows, tok_cols, rejected_ptr, budget_ptr, ids_ptr, ids_rows, ids_cols, pos_ptr,
                 stopped_ptr, left_ptr, batch, width, num_ids, HAS_REJECTED: tl.constexpr, HAS_IDS: tl.constexpr,
@@ -46,17 +49,16 @@ def stop_kernel(tok_ptr, tok_rows, tok_cols, rejected_ptr, budget_ptr, ids_ptr, 
 def spec_stopping(*, output_token_ids, num_rejected_tokens, num_appendable, stop_ids, stop_pos, stopped,
                   new_num_appendable):
     """See `specverify.oracles.stop.spec_stopping`. Any row and column strides."""
-    batch, width = oracle.check_spec_stopping(output_token_ids, num_rejected_tokens, num_appendable, stop_ids,
-                                              stop_pos, stopped, new_num_appendable,
-                                              values=reads_values(output_token_ids))
+    batch, width = validate(oracle.check_spec_stopping, output_token_ids, num_rejected_tokens, num_appendable, stop_ids,
+                            stop_pos, stopped, new_num_appendable, values=reads_values(output_token_ids))
     if batch == 0:
         return
     has_ids = stop_ids is not None and stop_ids.shape[1] > 0
     ids = stop_ids if has_ids else output_token_ids          # a placeholder pointer, never read
     rejected = num_rejected_tokens.contiguous() if num_rejected_tokens is not None else num_appendable
-    block_w = triton.next_power_of_2(width)
-    block_b = max(1, min(triton.next_power_of_2(batch), TILE // block_w))
-    stop_kernel[(triton.cdiv(batch, block_b),)](
+    block_w = next_power_of_2(width)
+    block_b = max(1, min(BLOCK_ROWS, ROW_TILE // block_w))
+    stop_kernel[(cdiv(batch, block_b),)](
         output_token_ids, output_token_ids.stride(0), output_token_ids.stride(1), rejected,
         num_appendable.contiguous(), ids, ids.stride(0), ids.stride(1), stop_pos, stopped.view(torch.uint8),
         new_num_appendable, batch, width, ids.shape[1] if has_ids else 0,

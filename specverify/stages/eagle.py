@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from specverify.bench import inputs as bench
 from specverify.oracles import eagle as oracle
-from specverify.stage import Buffer, Example, I, Layout, O, Stage, kernels
+from specverify.stage import BENCH_SPEC, Buffer, Example, I, Layout, O, Stage, kernels
 from specverify.strategies import eagle as draw
 
 IDX = "int32|int64"
@@ -16,6 +17,11 @@ i32, i64 = np.int32, np.int64
 
 QSL = "exclusive offsets: request r's query is qsl[r] .. qsl[r+1] - 1"
 DTYPES = "Index fields are drawn int32 or int64 independently."
+
+
+def verify_offsets(batch: int) -> np.ndarray:
+    """Bench: query_start_loc of a verification step, K + 1 tokens per request, int32 [B+1]."""
+    return np.arange(0, (BENCH_SPEC + 1) * batch + 1, BENCH_SPEC + 1, dtype=i32)
 
 
 # ---------------------------------------------------------------- eagle.next_token_padded
@@ -30,6 +36,15 @@ def next_token_example() -> Example:
         "vocab_size": 100,
     }, outputs={"next_token_ids": Buffer((3,), "int32"), "valid_sampled_tokens_count": Buffer((3,), "int32")},
         layouts={"sampled_token_ids": Layout((1, 1), (0, 3))})
+
+
+def next_token_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: verification output [B, K+1] (accepted + 1 ids, then -1), about 1 request in 16 discarded."""
+    return Example("valid", inputs={
+        "sampled_token_ids": bench.emitted_rows(rng, batch, BENCH_SPEC, vocab),
+        "discard_mask": rng.random(batch) < 1 / 16, "backup_next_token_ids": bench.token_ids(rng, batch, vocab),
+        "vocab_size": vocab,
+    }, outputs={"next_token_ids": Buffer((batch,), "int32"), "valid_sampled_tokens_count": Buffer((batch,), "int32")})
 
 
 NEXT_TOKEN_PADDED = Stage(
@@ -60,12 +75,13 @@ Invalid: ids below -1, `vocab_size` below 1, a 1-D `sampled_token_ids`, wrong dt
                    "or length of an input or output.",
     },
     worked=next_token_example,
+    bench=next_token_bench,
     oracle=oracle.next_token_padded,
     valid=draw.next_token_valid,
     invalid=draw.next_token_invalid,
     rows=draw.next_token_table,
     impls=kernels("eagle", "next_token_padded"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 13},
 )
 
 
@@ -80,6 +96,17 @@ def prepare_padded_example() -> Example:
         "query_start_loc": np.array([0, 3, 4, 8, 1], i64),
         "num_reqs": 3,
     }, outputs={"token_indices_to_sample": Buffer((4,), "int64"), "num_rejected_tokens": Buffer((4,), "int32")})
+
+
+def prepare_padded_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: K drafts and K + 1 query tokens per request, accepted + 1 sampled (0 for 1 in 16), all real."""
+    counts = bench.accepted_counts(rng, batch, BENCH_SPEC) + 1
+    counts[rng.random(batch) < 1 / 16] = 0
+    return Example("valid", inputs={
+        "cu_num_draft_tokens": np.arange(BENCH_SPEC, BENCH_SPEC * batch + 1, BENCH_SPEC, dtype=i32),
+        "valid_sampled_tokens_count": counts.astype(i32), "query_start_loc": verify_offsets(batch),
+        "num_reqs": batch,
+    }, outputs={"token_indices_to_sample": Buffer((batch,), "int32"), "num_rejected_tokens": Buffer((batch,), "int32")})
 
 
 PREPARE_INPUTS_PADDED = Stage(
@@ -112,12 +139,103 @@ decreasing, wrong dtypes or lengths.""",
                    "starting at 0 or decreasing, decreasing draft offsets, a wrong dtype or length.",
     },
     worked=prepare_padded_example,
+    bench=prepare_padded_bench,
     oracle=oracle.prepare_inputs_padded,
     valid=draw.prepare_padded_valid,
     invalid=draw.prepare_padded_invalid,
     rows=draw.prepare_padded_table,
     impls=kernels("eagle", "prepare_inputs_padded"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 7},
+)
+
+
+# ---------------------------------------------------------------- eagle.verify_and_prepare_padded
+
+def verify_prepare_example() -> Example:
+    """Request 0 accepts its first draft and rejects the second (2 tokens, 1 rejected); request 1 accepts
+    both and takes its bonus; request 2 has no drafts and is discarded; request 3 is not greedy and
+    already holds what random verification emitted; row 4 is past num_reqs."""
+    return Example("valid", inputs={
+        "draft_token_ids": np.array([5, 6, 3, 4, 8], i32),
+        "target_argmax": np.array([5, 9, 3, 4, 8], i64),
+        "bonus_token_ids": np.array([11, 12, 13, 14, 15], i64),
+        "cu_num_draft_tokens": np.array([2, 4, 4, 5, 5], i32),
+        "is_greedy": np.array([True, True, True, False, True]),
+        "max_spec_len": 2,
+        "output_token_ids": np.array([[-1, -1, -1], [-1, -1, -1], [-1, -1, -1], [7, -1, -1], [-1, -1, -1]], i32),
+        "discard_mask": np.array([False, False, True, False, False]),
+        "backup_next_token_ids": np.array([40, 41, 42, 43, 44], i32),
+        "vocab_size": 100,
+        "query_start_loc": np.array([0, 3, 6, 7, 9, 10], i32),
+        "num_reqs": 4,
+    }, outputs={"next_token_ids": Buffer((5,), "int32"), "valid_sampled_tokens_count": Buffer((5,), "int32"),
+                "token_indices_to_sample": Buffer((5,), "int32"), "num_rejected_tokens": Buffer((5,), "int32")})
+
+
+VERIFY_AND_PREPARE_PADDED = Stage(
+    name="eagle.verify_and_prepare_padded",
+    doc="the padded EAGLE step after the target pass, fused: greedy verification, next token, prepare inputs",
+    inputs=(
+        I("draft_token_ids", "int32", "T", doc="draft ids, request by request; -1 and ids >= V allowed"),
+        I("target_argmax", "int64", "T", doc="the target model's choice at each draft position, >= 0"),
+        I("bonus_token_ids", "int64", "B", doc="the token a row emits after accepting all its drafts"),
+        I("cu_num_draft_tokens", "int32", "B", doc="inclusive offsets: request r owns draft positions "
+                                                   "start(r) .. cu[r] - 1"),
+        I("is_greedy", "bool", "B", optional=True, doc="rows to verify; None: every row"),
+        I("max_spec_len", "int", doc="S: the row width of output_token_ids minus one; every n[r] <= S"),
+        I("output_token_ids", "int32", "B, S+1", strided=True, inout=True,
+          doc="rejection.greedy's output (the caller's -1 pre-fill, rows of other verifiers) and "
+              "next_token_padded's sampled_token_ids; verification writes each greedy row's emitted prefix"),
+        I("discard_mask", "bool", "B", doc="requests whose sampled tokens are ignored"),
+        I("backup_next_token_ids", "int32", "B", doc="the next token when a row has no valid id"),
+        I("vocab_size", "int", doc="V, >= 1"),
+        I("query_start_loc", IDX, "B+1", doc=QSL + " (padded: n + 1 tokens or more per request)"),
+        I("num_reqs", "int", doc="real requests, <= B; prepare_inputs_padded writes only rows below it"),
+    ),
+    outputs=(O("next_token_ids", "int32", "B", doc="written: every row"),
+             O("valid_sampled_tokens_count", "int32", "B", doc="written: every row"),
+             O("token_indices_to_sample", IDX, "B", doc="dtype of query_start_loc; written: rows < num_reqs"),
+             O("num_rejected_tokens", "int32", "B", doc="written: rows < num_reqs")),
+    semantics="""\
+The work an engine's padded EAGLE path launches as three kernels after the target model's forward pass
+(greedy sampling), as one call whose every output is byte for byte what the three give when run one
+after another:
+- first `rejection.greedy` (the flattened layout, int32 rows: the verification stage whose output
+  next_token_padded reads; `rejection.greedy_padded`'s int64 [B, K] layout does not compose with it)
+  writes the emitted prefix of each greedy row into `output_token_ids`, leaving every other slot as
+  the caller left it;
+- then `eagle.next_token_padded` reads the whole of `output_token_ids` as its `sampled_token_ids` (gaps and
+  the caller's slots included) and writes `next_token_ids` and `valid_sampled_tokens_count`;
+- then `eagle.prepare_inputs_padded` reads `cu_num_draft_tokens` and those counts and writes
+  `num_rejected_tokens` and `token_indices_to_sample` for the first `num_reqs` rows.
+
+So for a greedy request r < `num_reqs`, not discarded, whose row was pre-filled with -1 and that
+emits e tokens, all valid ids: count e, next token its last emitted id, n[r] + 1 - e rejected
+tokens when n[r] > 0 (else 0), and the index `query_start_loc[r+1]` - 1 minus those.
+
+Invalid: whatever one of the three refuses, with its error; checks that read what verification wrote
+(ids of output_token_ids below -1, a row of more than n[r] + 1 valid ids) apply after it writes, as in
+the composition.""",
+    tiers={
+        "valid": "Draft batches as in rejection.greedy (B up to 1024, zeros, rows of more than 128 drafts), drafts "
+                 "matching the argmax for a drawn prefix; `is_greedy` None, all, none or mixed. output_token_ids "
+                 "pre-filled with -1, rows that are not greedy holding 1 to n + 1 ids (some out of the "
+                 "vocabulary), junk ids in greedy rows' first n + 1 slots, out-of-vocabulary ids past them; a "
+                 "strided buffer at times. Discard masks, `num_reqs` and stale `query_start_loc` entries as in "
+                 "the eagle stages. " + DTYPES,
+        "invalid": "One rule of a piece broken: decreasing offsets, a count above `max_spec_len`, a draft id or "
+                   "argmax out of range, `vocab_size` 0, `num_reqs` of B + 1, `query_start_loc` not starting at "
+                   "0, a -2 where verification does not write, a row holding more valid ids than n + 1, a "
+                   "wrong dtype or length.",
+    },
+    worked=verify_prepare_example,
+    oracle=oracle.verify_and_prepare_padded,
+    valid=draw.verify_prepare_valid,
+    invalid=draw.verify_prepare_invalid,
+    rows=draw.verify_prepare_table,
+    impls=kernels("eagle", "verify_and_prepare_padded"),
+    launches={"triton": 1, "torch": 36},   # Torch: the three Torch kernels in turn
+    bench=draw.verify_prepare_bench,
 )
 
 
@@ -132,6 +250,18 @@ def prepare_example() -> Example:
         "num_sampled": np.array([3, 4, 3], i32),
     }, outputs={"new_query_start_loc": Buffer((4,), "int32"), "token_indices": Buffer((10,), "int32"),
                 "new_seq_lens": Buffer((3,), "int32")})
+
+
+def prepare_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: K drafts and K + 1 query tokens per request, accepted + 1 sampled, contexts of 100 to 4000."""
+    sampled = bench.accepted_counts(rng, batch, BENCH_SPEC) + 1
+    kept = int(sampled.sum())     # a query keeps its sampled tokens: q - (n + 1 - num_sampled)
+    return Example("valid", inputs={
+        "query_start_loc": verify_offsets(batch),
+        "seq_lens": (rng.integers(100, 4000, batch) + BENCH_SPEC + 1).astype(i32),
+        "num_draft_tokens": np.full(batch, BENCH_SPEC, i32), "num_sampled": sampled.astype(i32),
+    }, outputs={"new_query_start_loc": Buffer((batch + 1,), "int32"), "token_indices": Buffer((kept,), "int32"),
+                "new_seq_lens": Buffer((batch,), "int32")})
 
 
 PREPARE_INPUTS = Stage(
@@ -166,12 +296,13 @@ length is not the sum of q', wrong dtypes or lengths.""",
                    "lengths of inputs or outputs.",
     },
     worked=prepare_example,
+    bench=prepare_bench,
     oracle=oracle.prepare_inputs,
     valid=draw.prepare_valid,
     invalid=draw.prepare_invalid,
     rows=draw.prepare_table,
     impls=kernels("eagle", "prepare_inputs"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 10},
 )
 
 
@@ -195,6 +326,24 @@ def copy_expand_example() -> Example:
                 "out_is_rejected_token_mask": Buffer((size,), "bool"),
                 "out_is_masked_token_mask": Buffer((size,), "bool"),
                 "out_new_token_indices": Buffer((4,), "int32"), "out_hidden_state_mapping": Buffer((5,), "int32")})
+
+
+def copy_expand_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: a draft model's next pass (no shift, P = 1): K + 1 tokens per request, the accepted ones kept
+    (the rest padding, id -1), positions after contexts of 100 to 4000, int32 ids, int64 positions."""
+    width, size = BENCH_SPEC + 1, (BENCH_SPEC + 1) * batch
+    qsl = verify_offsets(batch)
+    positions = (rng.integers(100, 4000, batch)[:, None] + np.arange(width)).reshape(-1)
+    return Example("valid", inputs={
+        "target_token_ids": bench.token_ids(rng, size, vocab), "target_positions": positions.astype(i64),
+        "next_token_ids": bench.token_ids(rng, batch, vocab), "query_start_loc": qsl,
+        "query_end_loc": (qsl[:-1] + bench.accepted_counts(rng, batch, BENCH_SPEC)).astype(i32),
+        "padding_token_id": -1, "parallel_drafting_token_id": vocab - 1, "P": 1, "shift_input_ids": False,
+    }, outputs={"out_input_ids": Buffer((size + batch,), "int32"), "out_positions": Buffer((size + batch,), "int64"),
+                "out_is_rejected_token_mask": Buffer((size + batch,), "bool"),
+                "out_is_masked_token_mask": Buffer((size + batch,), "bool"),
+                "out_new_token_indices": Buffer((batch,), "int32"),
+                "out_hidden_state_mapping": Buffer((size,), "int32")})
 
 
 COPY_AND_EXPAND_INPUTS = Stage(
@@ -251,12 +400,13 @@ do not fit the id dtype, P below 1, `shift_input_ids` not a bool, wrong dtypes o
                    "offset beyond N, output buffers of the wrong dtype or length.",
     },
     worked=copy_expand_example,
+    bench=copy_expand_bench,
     oracle=oracle.copy_and_expand_inputs,
     valid=draw.copy_expand_valid,
     invalid=draw.copy_expand_invalid,
     rows=draw.copy_expand_table,
     impls=kernels("eagle", "copy_and_expand_inputs"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 42},
 )
 
 
@@ -269,6 +419,13 @@ def extend_example() -> Example:
         "seq_lens": np.array([10, 3, 7], i64),
         "N": 2,
     }, outputs={"new_query_start_loc": Buffer((4,), "int32"), "new_seq_lens": Buffer((3,), "int64")})
+
+
+def extend_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: K + 1 query tokens per request, contexts of 100 to 4000, each query growing by N = 1."""
+    return Example("valid", inputs={
+        "query_start_loc": verify_offsets(batch), "seq_lens": rng.integers(100, 4000, batch).astype(i32), "N": 1,
+    }, outputs={"new_query_start_loc": Buffer((batch + 1,), "int32"), "new_seq_lens": Buffer((batch,), "int32")})
 
 
 EXTEND_QUERIES = Stage(
@@ -296,11 +453,12 @@ a Python int, results that do not fit the dtype.""",
                    "buffers of the wrong dtype or length.",
     },
     worked=extend_example,
+    bench=extend_bench,
     oracle=oracle.extend_queries,
     valid=draw.extend_valid,
     invalid=draw.extend_invalid,
     impls=kernels("eagle", "extend_queries"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 2},
 )
 
 
@@ -319,6 +477,18 @@ def step_example() -> Example:
         "input_batch_size": 4,
     }, outputs={"clamped_positions": Buffer((3,), "int64"), "slot_mapping": Buffer((4,), "int64")},
         layouts={"block_table": Layout((2, 1), (0, 3))})
+
+
+def step_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: one drafting step of B real rows (no graph padding), block size 16, an 8192-token model
+    (512 blocks per row, distinct block ids), sequences of 100 to 4000, int64 positions."""
+    block, max_len = 16, 8192
+    seq = rng.integers(100, 4000, batch)
+    table = rng.permutation(batch * (max_len // block)).reshape(batch, max_len // block)
+    return Example("valid", inputs={
+        "positions": (seq - 1).astype(i64), "block_table": table.astype(i32), "seq_lens": seq.astype(i32),
+        "block_size": block, "max_model_len": max_len, "batch_size": batch, "input_batch_size": batch,
+    }, outputs={"clamped_positions": Buffer((batch,), "int64"), "slot_mapping": Buffer((batch,), "int64")})
 
 
 STEP_SLOT_MAPPING = Stage(
@@ -362,13 +532,14 @@ whose slot overflows int64, wrong dtypes or lengths.""",
                    "block id of -1, wrong dtypes or lengths of inputs and outputs.",
     },
     worked=step_example,
+    bench=step_bench,
     oracle=oracle.step_slot_mapping,
     valid=draw.step_valid,
     invalid=draw.step_invalid,
     rows=draw.step_table,
     impls=kernels("eagle", "step_slot_mapping"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 16},
 )
 
-STAGES = (NEXT_TOKEN_PADDED, PREPARE_INPUTS_PADDED, PREPARE_INPUTS, COPY_AND_EXPAND_INPUTS, EXTEND_QUERIES,
+STAGES = (NEXT_TOKEN_PADDED, PREPARE_INPUTS_PADDED, VERIFY_AND_PREPARE_PADDED, PREPARE_INPUTS, COPY_AND_EXPAND_INPUTS, EXTEND_QUERIES,
           STEP_SLOT_MAPPING)

@@ -9,11 +9,65 @@ kv < q as its hazard tier.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from specverify.bench import inputs as bench
 from specverify.oracles import graph as oracle
-from specverify.stage import I, O, Stage, kernels
+from specverify.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
 from specverify.strategies import graph as draw
 
 IDX = "int32|int64"
+BLOCK = 64   # bench: tokens per KV block (the engines' paged caches of this family)
+
+
+def verify_batch(batch: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
+    """Bench: (query lengths K + 1, histories of 100 to 4000 tokens, blocks per request) of a
+    target-verify step, int64."""
+    q = np.full(batch, BENCH_SPEC + 1, np.int64)
+    history = rng.integers(100, 4000, batch)
+    return q, history, -(-(4000 + BENCH_SPEC + 1) // BLOCK)
+
+
+def fill_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: a target-verify batch filling a graph captured for exactly B requests and B * (K + 1)
+    tokens (PAD = K + 1), int32 length rows and block table (64 blocks of 64 tokens), int64 ids."""
+    q, history, blocks = verify_batch(batch, rng)
+    tokens = int(q.sum())
+    positions = (history[:, None] + np.arange(BENCH_SPEC + 1)).reshape(-1)
+    return Example("valid", inputs={
+        "input_ids": bench.token_ids(rng, tokens, vocab, np.int64), "position_ids": positions,
+        "block_offsets": rng.integers(0, 4096 * 64, (batch, blocks)).astype(np.int32),
+        "q_start_loc": (np.cumsum(q) - q).astype(np.int32), "q_seqlens": q.astype(np.int32),
+        "kv_seqlens": (q + history).astype(np.int32), "pad_ids": bench.token_ids(rng, tokens, vocab, np.int64),
+        "pad_query_len": BENCH_SPEC + 1,
+    }, outputs={"graph_input_ids": Buffer((tokens,), "int64"), "graph_position_ids": Buffer((tokens,), "int64"),
+                "graph_block_offsets": Buffer((batch, blocks), "int32"), "graph_qkv_lens": Buffer((3, batch), "int32"),
+                "graph_cu_seqlens": Buffer((2, batch + 1), "int32")})
+
+
+def step_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: a target-verify step (K + 1 query tokens on 100 to 4000 history each, no sliding window),
+    int32, the uniform fast path."""
+    q, history, _ = verify_batch(batch, rng)
+    return Example("valid", inputs={
+        "q_seqlens": q.astype(np.int32), "history_lengths": history.astype(np.int32),
+        "num_ignored_history": np.zeros(batch, np.int32), "uniform_layout": True,
+    }, outputs={"q_start_loc": Buffer((batch,), "int32"), "kv_seqlens": Buffer((batch,), "int32"),
+                "position_ids": Buffer((int(q.sum()),), "int64"), "cu_seqlens": Buffer((2, batch + 1), "int32")})
+
+
+def dsa_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: a target-verify step (K + 1 query tokens on 100 to 4000 history each), N = sum(q), no
+    context parallelism, int32, 64 blocks per request."""
+    q, history, blocks = verify_batch(batch, rng)
+    tokens = int(q.sum())
+    return Example("valid", inputs={
+        "q_seqlens": q.astype(np.int32), "kv_seqlens": (q + history).astype(np.int32),
+        "cu_q": np.concatenate([[0], np.cumsum(q)]).astype(np.int32),
+        "block_offsets": rng.integers(0, 4096 * 64, (batch, blocks)).astype(np.int32),
+        "N": tokens, "dcp_size": 1, "dcp_rank": 0,
+    }, outputs={"indexer_kv_lens": Buffer((tokens,), "int32"),
+                "expanded_block_table": Buffer((tokens, blocks), "int32")})
 
 
 FILL_COMMON_INPUTS = Stage(
@@ -64,8 +118,9 @@ FILL_COMMON_INPUTS = Stage(
     invalid=draw.fill_invalid,
     rows=draw.fill_table,
     worked=draw.fill_worked,
+    bench=fill_bench,
     impls=kernels("graph", "fill_common_inputs"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 10},
 )
 
 STEP_CONTEXT = Stage(
@@ -103,8 +158,9 @@ STEP_CONTEXT = Stage(
     invalid=draw.step_invalid,
     rows=draw.step_table,
     worked=draw.step_worked,
+    bench=step_bench,
     impls=kernels("graph", "step_context"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 10},
 )
 
 DSA_INDEXER_METADATA = Stage(
@@ -146,8 +202,9 @@ DSA_INDEXER_METADATA = Stage(
     invariants=draw.dsa_invariants,
     rows=draw.dsa_table,
     worked=draw.dsa_worked,
+    bench=dsa_bench,
     impls=kernels("graph", "dsa_indexer_metadata"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 15},
 )
 
 STAGES = (FILL_COMMON_INPUTS, STEP_CONTEXT, DSA_INDEXER_METADATA)

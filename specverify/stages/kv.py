@@ -7,12 +7,30 @@ are float32, [1] or [T] each, required for fp8 caches and never read for same-dt
 """
 from __future__ import annotations
 
+import numpy as np
+
+from specverify.bench import inputs as bench
+from specverify.materialize import np_dtype
 from specverify.oracles import kv as oracle
-from specverify.stage import I, O, Stage, kernels
+from specverify.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
 from specverify.strategies import kv as draw
 
 SOURCE = "float16|bfloat16|float32"
 CACHE = "float16|bfloat16|float32|float8_e4m3fn|float8_e5m2"
+
+
+def commit_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: K draft tokens per request, 8 KV heads of 128 (bf16), accepted prefixes (0.7 per draft),
+    each token on its own slot of an NHD bf16 cache of 16-token blocks holding twice the tokens."""
+    tokens, heads, width, block = batch * BENCH_SPEC, 8, 128, 16
+    blocks = -(-2 * tokens // block)
+    accepted = bench.accepted_counts(rng, batch, BENCH_SPEC)
+    source = rng.standard_normal((2, tokens, heads, width), np.float32).astype(np_dtype("bfloat16"))
+    return Example("valid", inputs={
+        "key": source[0], "value": source[1], "slot_mapping": rng.permutation(blocks * block)[:tokens],
+        "accepted_mask": (np.arange(BENCH_SPEC)[None, :] < accepted[:, None]).reshape(-1), "layout": "NHD",
+        "k_scale": None, "v_scale": None,
+    }, outputs={name: Buffer((blocks, block, heads, width), "bfloat16") for name in ("key_cache", "value_cache")})
 
 COMMIT_DRAFT = Stage(
     name="kv.commit_draft",
@@ -38,7 +56,7 @@ COMMIT_DRAFT = Stage(
     invariants=draw.commit_invariants,
     rows=draw.commit_table,
     impls=kernels("kv", "commit_draft"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 27},
     semantics=(
         "A token is written when it is accepted and its slot is not -1. Its slot names a block "
         "(slot // block_size) and an offset in it (slot % block_size); its [H, D] key goes to "
@@ -64,6 +82,7 @@ COMMIT_DRAFT = Stage(
                    "scale, a scale neither [1] nor [T].",
     },
     worked=draw.commit_worked,
+    bench=commit_bench,
 )
 
 STAGES = (COMMIT_DRAFT,)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from specverify.bench import inputs as bench
 from specverify.oracles import output as oracle
-from specverify.stage import Buffer, Example, I, O, Stage, kernels
+from specverify.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
 from specverify.strategies import output as draw
 
 HOST = "specverify.kernels.host.output"
@@ -26,6 +27,18 @@ def parse_example() -> Example:
         "ranks": np.array([1, 4, 2, 1, 1, 1], np.int64),
     }, containers={"output_token_ids": "ndarray", "discard_req_indices": "list", "token_ids": "ndarray",
                    "logprobs": "ndarray", "ranks": "ndarray"})
+
+
+def parse_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: verification output [B, K+1] (accepted + 1 ids, then -1; 2 % of the ids out of vocabulary),
+    about 1 request in 16 discarded (a list), no logprobs."""
+    ids = bench.emitted_rows(rng, batch, BENCH_SPEC, vocab)
+    ids[(rng.random(ids.shape) < 0.02) & (ids >= 0)] = vocab + 7
+    return Example("valid", inputs={
+        "output_token_ids": ids, "vocab_size": vocab,
+        "discard_req_indices": np.flatnonzero(rng.random(batch) < 1 / 16),
+        "token_ids": None, "logprobs": None, "ranks": None,
+    }, containers={"output_token_ids": "ndarray", "discard_req_indices": "list"})
 
 
 PARSE = Stage(
@@ -74,6 +87,7 @@ logprobs inputs incomplete or of the wrong shape or dtype.""",
                    "input missing, logprobs inputs of the wrong shape or dtype.",
     },
     worked=parse_example,
+    bench=parse_bench,
     oracle=oracle.parse,
     valid=draw.parse_valid,
     invalid=draw.parse_invalid,
@@ -91,6 +105,18 @@ def spec_metadata_example() -> Example:
         "num_draft_tokens": [2, 0, 1],
         "cu_num_scheduled_tokens": np.array([3, 8, 10], np.int32),
         "input_ids": np.arange(1000, 1011, dtype=np.int32),
+    }, outputs={name: Buffer((n,), "int32") for name, n in sizes.items()})
+
+
+def spec_metadata_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: a decode step, every request verifying K drafts (K + 1 scheduled tokens each), int32 ids."""
+    k, tokens = BENCH_SPEC, batch * BENCH_SPEC
+    sizes = {"cu_num_draft_tokens": batch, "cu_num_sampled_tokens": batch, "logits_indices": tokens + batch,
+             "target_logits_indices": tokens, "bonus_logits_indices": batch, "draft_token_ids": tokens}
+    return Example("valid", inputs={
+        "num_draft_tokens": [k] * batch,
+        "cu_num_scheduled_tokens": np.arange(k + 1, (k + 1) * batch + 1, k + 1, dtype=np.int32),
+        "input_ids": bench.token_ids(rng, (k + 1) * batch, vocab),
     }, outputs={name: Buffer((n,), "int32") for name, n in sizes.items()})
 
 
@@ -136,12 +162,13 @@ outputs of the wrong dtype or length.""",
                    "dtype.",
     },
     worked=spec_metadata_example,
+    bench=spec_metadata_bench,
     oracle=oracle.spec_metadata,
     valid=draw.spec_metadata_valid,
     invalid=draw.spec_metadata_invalid,
     rows=draw.spec_metadata_table,
     impls=kernels("output", "spec_metadata"),
-    launches={"triton": 2},
+    launches={"triton": 2, "torch": 9},
 )
 
 STAGES = (PARSE, SPEC_METADATA)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from specverify.bench import inputs as bench
 from specverify.oracles import rejection as oracle
-from specverify.stage import Buffer, Example, I, Layout, O, Stage, kernels
+from specverify.stage import BENCH_SPEC, Buffer, Example, I, Layout, O, Stage, kernels
 from specverify.strategies import rejection as draw
 
 f32, i32, i64 = np.float32, np.int32, np.int64
@@ -70,6 +71,16 @@ def greedy_example() -> Example:
     }, outputs={"output_token_ids": Buffer((4, 4), "int32")})
 
 
+def greedy_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: K drafts per request, each matching the argmax with probability 0.7; every row greedy (None)."""
+    k, drafts = BENCH_SPEC, bench.token_ids(rng, batch * BENCH_SPEC, vocab)
+    return Example("valid", inputs={
+        "draft_token_ids": drafts, "target_argmax": bench.matching(rng, drafts, vocab).astype(i64),
+        "bonus_token_ids": bench.token_ids(rng, batch, vocab, i64),
+        "cu_num_draft_tokens": np.arange(k, k * batch + 1, k, dtype=i32), "is_greedy": None, "max_spec_len": k,
+    }, outputs={"output_token_ids": Buffer((batch, k + 1), "int32")})
+
+
 GREEDY = Stage(
     name="rejection.greedy",
     doc="emit target argmaxes up to the first mismatching draft; the bonus after a fully accepted row",
@@ -104,12 +115,13 @@ not inclusive offsets ending at T, a request with more than `max_spec_len` draft
         "invalid": FLAT_INVALID.format(more=", a negative argmax"),
     },
     worked=greedy_example,
+    bench=greedy_bench,
     oracle=oracle.greedy,
     valid=draw.greedy_valid,
     invalid=draw.greedy_invalid,
     rows=draw.greedy_table,
     impls=kernels("rejection", "greedy"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 15},
 )
 
 
@@ -131,6 +143,21 @@ def random_example() -> Example:
         "uniform_probs": np.array([float(f32(0.5) / f32(0.625)), 0.75, 0.9, 0.5]),
         "is_greedy": np.array([False, False, True]),
     }, outputs={"output_token_ids": Buffer((3, 3), "int32")})
+
+
+def random_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: K greedy (EAGLE-style) drafts per request, no draft probs, target softmax rows with a
+    confident top token (about 0.7 of the drafts accepted), random recovered ids and uniforms, every row
+    random-sampled."""
+    k, tokens = BENCH_SPEC, batch * BENCH_SPEC
+    target, drafts = bench.probability_table(rng, tokens, vocab)
+    return Example("valid", inputs={
+        "draft_token_ids": drafts, "bonus_token_ids": bench.token_ids(rng, batch, vocab, i64),
+        "cu_num_draft_tokens": np.arange(k, tokens + 1, k, dtype=i32), "max_spec_len": k,
+        "draft_probs": None, "target_probs": target,
+        "recovered_token_ids": bench.token_ids(rng, tokens, vocab), "uniform_probs": rng.random(tokens),
+        "is_greedy": np.zeros(batch, bool),
+    }, outputs={"output_token_ids": Buffer((batch, k + 1), "int32")})
 
 
 RANDOM = Stage(
@@ -169,6 +196,7 @@ float32 [T, V] of equal shape, uniforms not float64 [T].""",
         "invalid": FLAT_INVALID.format(more=", `is_greedy` or `uniform_probs` missing, a recovered id of V"),
     },
     worked=random_example,
+    bench=random_bench,
     oracle=oracle.random,
     valid=draw.random_valid,
     hazard=draw.random_hazard,
@@ -176,7 +204,7 @@ float32 [T, V] of equal shape, uniforms not float64 [T].""",
     invariants=draw.random_invariants,
     rows=draw.random_table,
     impls=kernels("rejection", "random"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 29},
 )
 
 
@@ -192,6 +220,16 @@ def recovered_example() -> Example:
         "target_probs": np.array([[0.25, 0.25, 0.25, 0.25], [0.5, 0.5, 0, 0], [0.125, 0.25, 0.125, 0.5]], f32),
         "inv_q": np.array([[1, 2, 1, 1], [0.5, 1, 4, 1]], f32),
     }, outputs={"recovered_token_ids": Buffer((3,), "int32")})
+
+
+def recovered_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: rejection.random's drafts and target rows (no draft probs) and a noise row per request."""
+    k, tokens = BENCH_SPEC, batch * BENCH_SPEC
+    target, drafts = bench.probability_table(rng, tokens, vocab)
+    return Example("valid", inputs={
+        "cu_num_draft_tokens": np.arange(k, tokens + 1, k, dtype=i32), "draft_token_ids": drafts,
+        "draft_probs": None, "target_probs": target, "inv_q": bench.inverse_noise(rng, batch, vocab),
+    }, outputs={"recovered_token_ids": Buffer((tokens,), "int32")})
 
 
 RECOVERED = Stage(
@@ -227,6 +265,7 @@ float32 [T, V] of equal shape, `inv_q` not float32 [B, V].""",
                    "different shapes, `inv_q` of the wrong shape.",
     },
     worked=recovered_example,
+    bench=recovered_bench,
     oracle=oracle.recovered,
     valid=draw.recovered_valid,
     hazard=draw.recovered_hazard,
@@ -234,7 +273,7 @@ float32 [T, V] of equal shape, `inv_q` not float32 [B, V].""",
     invariants=draw.recovered_invariants,
     rows=draw.recovered_table,
     impls=kernels("rejection", "recovered"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 22},
 )
 
 
@@ -249,6 +288,15 @@ def expand_example() -> Example:
         "replace_from": 0.0,
         "replace_to": 1.0,
     }, outputs={"expanded": Buffer((5,), "float32")})
+
+
+def expand_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: per-request temperatures (a quarter 0, greedy) broadcast to K tokens each, 0 replaced by 1."""
+    x = np.where(rng.random(batch) < 0.25, 0.0, rng.uniform(0.5, 1.5, batch)).astype(f32)
+    return Example("valid", inputs={
+        "x": x, "cu_num_tokens": np.arange(BENCH_SPEC, BENCH_SPEC * batch + 1, BENCH_SPEC, dtype=i32),
+        "num_tokens": batch * BENCH_SPEC, "replace_from": 0.0, "replace_to": 1.0,
+    }, outputs={"expanded": Buffer((batch * BENCH_SPEC,), "float32")})
 
 
 EXPAND = Stage(
@@ -281,12 +329,13 @@ and length T, a replace value that is not a number, a float replace value for in
                    "replace value for integer x.",
     },
     worked=expand_example,
+    bench=expand_bench,
     oracle=oracle.expand,
     valid=draw.expand_valid,
     invalid=draw.expand_invalid,
     rows=draw.expand_table,
     impls=kernels("rejection", "expand"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 8},
 )
 
 
@@ -307,6 +356,19 @@ def sample_example() -> Example:
         "uniform_probs": np.array([0.5, 0.5, 0.5, 0.5]),
         "inv_q": np.array([[1, 1, 1, 1], [1, 1, 1, 1], [1, 3, 2, 9]], f32),
     }, outputs={"output_token_ids": Buffer((3, 3), "int32")})
+
+
+def sample_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: rejection.random's drafts and target rows (no draft probs), a quarter of the rows greedy,
+    uniforms and noise given."""
+    k, tokens = BENCH_SPEC, batch * BENCH_SPEC
+    target, drafts = bench.probability_table(rng, tokens, vocab)
+    return Example("valid", inputs={
+        "draft_token_ids": drafts, "cu_num_draft_tokens": np.arange(k, tokens + 1, k, dtype=i32),
+        "max_spec_len": k, "draft_probs": None, "target_probs": target,
+        "bonus_token_ids": bench.token_ids(rng, batch, vocab, i64), "is_greedy": rng.random(batch) < 0.25,
+        "uniform_probs": rng.random(tokens), "inv_q": bench.inverse_noise(rng, batch, vocab),
+    }, outputs={"output_token_ids": Buffer((batch, k + 1), "int32")})
 
 
 SAMPLE = Stage(
@@ -347,6 +409,7 @@ float32 [B, V] (None included).""",
                                             "`is_greedy` is given"),
     },
     worked=sample_example,
+    bench=sample_bench,
     oracle=oracle.sample,
     valid=draw.sample_valid,
     hazard=draw.sample_hazard,
@@ -354,7 +417,7 @@ float32 [B, V] (None included).""",
     invariants=draw.sample_invariants,
     rows=draw.sample_table,
     impls=kernels("rejection", "sample"),
-    launches={"triton": 2},
+    launches={"triton": 2, "torch": 48},
 )
 
 
@@ -366,6 +429,13 @@ PADDED_OUTPUTS = (
     O("num_rejected_tokens", "int64", "B", strided=True, doc="K + 1 - (tokens emitted)"),
     O("last_token_ids", "int64", "B", strided=True, doc="the last token emitted"),
 )
+
+
+def padded_buffers(batch: int, spec: int) -> dict[str, Buffer]:
+    return {"output_token_ids": Buffer((batch, spec + 1), "int64"), "num_rejected_tokens": Buffer((batch,), "int64"),
+            "last_token_ids": Buffer((batch,), "int64")}
+
+
 PADDED_ROW = """\
 A verified row is written in full: after its emitted prefix the rest of the row is set to -1,
 `num_rejected_tokens[b]` = K + 1 - emitted, and `last_token_ids[b]` = the last emitted token (the bonus
@@ -387,6 +457,15 @@ def greedy_padded_example() -> Example:
     }, outputs={"output_token_ids": Buffer((3, 3), "int64"), "num_rejected_tokens": Buffer((3,), "int64"),
                 "last_token_ids": Buffer((3,), "int64")},
         layouts={"draft_token_ids": Layout((1, 1), (0, 2))})
+
+
+def greedy_padded_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: [B, K] drafts matching the argmax with probability 0.7, every row greedy (None), contiguous."""
+    drafts = bench.token_ids(rng, (batch, BENCH_SPEC), vocab, i64)
+    return Example("valid", inputs={
+        "draft_token_ids": drafts, "target_argmax": bench.matching(rng, drafts, vocab),
+        "bonus_token_ids": bench.token_ids(rng, batch, vocab, i64), "is_greedy": None,
+    }, outputs=padded_buffers(batch, BENCH_SPEC))
 
 
 GREEDY_PADDED = Stage(
@@ -414,12 +493,13 @@ Invalid: draft or bonus ids below -1, an argmax below 0, any field of the wrong 
         "invalid": PADDED_INVALID.format(more=", an argmax of the wrong shape or below 0"),
     },
     worked=greedy_padded_example,
+    bench=greedy_padded_bench,
     oracle=oracle.greedy_padded,
     valid=draw.greedy_padded_valid,
     invalid=draw.greedy_padded_invalid,
     rows=draw.padded_table,
     impls=kernels("rejection", "greedy_padded"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 15},
 )
 
 
@@ -437,6 +517,18 @@ def sample_padded_example() -> Example:
         "inv_q": np.array([[1, 1, 1, 1], [1, 1, 4, 1]], f32),
     }, outputs={"output_token_ids": Buffer((2, 3), "int64"), "num_rejected_tokens": Buffer((2,), "int64"),
                 "last_token_ids": Buffer((2,), "int64")})
+
+
+def sample_padded_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: rejection.sample's contents in the padded layout: [B, K, V] target rows, no draft probs."""
+    k = BENCH_SPEC
+    target, drafts = bench.probability_table(rng, batch * k, vocab)
+    return Example("valid", inputs={
+        "draft_token_ids": drafts.astype(i64).reshape(batch, k), "draft_probs": None,
+        "target_probs": target.reshape(batch, k, vocab), "bonus_token_ids": bench.token_ids(rng, batch, vocab, i64),
+        "is_greedy": rng.random(batch) < 0.25, "uniform_probs": rng.random((batch, k)),
+        "inv_q": bench.inverse_noise(rng, batch, vocab),
+    }, outputs=padded_buffers(batch, k))
 
 
 SAMPLE_PADDED = Stage(
@@ -480,6 +572,7 @@ missing noise while `is_greedy` is given.""",
                                               "while `is_greedy` is given"),
     },
     worked=sample_padded_example,
+    bench=sample_padded_bench,
     oracle=oracle.sample_padded,
     valid=draw.sample_padded_valid,
     hazard=draw.sample_padded_hazard,
@@ -487,7 +580,7 @@ missing noise while `is_greedy` is given.""",
     invariants=draw.sample_padded_invariants,
     rows=draw.padded_table,
     impls=kernels("rejection", "sample_padded"),
-    launches={"triton": 2},
+    launches={"triton": 2, "torch": 36},
 )
 
 STAGES = (GREEDY, RANDOM, RECOVERED, EXPAND, SAMPLE, GREEDY_PADDED, SAMPLE_PADDED)

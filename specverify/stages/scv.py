@@ -6,11 +6,33 @@ False. `adaptive_k` is a host policy with a documented step rule, compared exact
 """
 from __future__ import annotations
 
+import numpy as np
+
+from specverify.bench import inputs as bench
 from specverify.oracles import scv as oracle
-from specverify.stage import I, O, Stage, kernels
+from specverify.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
 from specverify.strategies import scv as draw
 
 IDS = "int32|int64"
+
+
+def acceptance_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: K int32 drafts per request against int64 target ids, each matching with probability 0.7."""
+    drafts = bench.token_ids(rng, batch * BENCH_SPEC, vocab)
+    return Example("valid", inputs={
+        "draft_token_ids": drafts, "target_token_ids": bench.matching(rng, drafts, vocab).astype(np.int64),
+        "cu_num_draft_tokens": np.arange(BENCH_SPEC, BENCH_SPEC * batch + 1, BENCH_SPEC, dtype=np.int32),
+    }, outputs={"accepted_mask": Buffer((batch * BENCH_SPEC,), "bool"), "num_accepted": Buffer((batch,), "int32")})
+
+
+def adaptive_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: a history of B steps of K drafts (int64 ndarrays) with 0.7 of them accepted on average,
+    a window of the last 32, K within [1, 8], target ratio 0.7."""
+    drafted = np.full(batch, BENCH_SPEC, np.int64)
+    return Example("valid", inputs={
+        "num_accepted_tokens": rng.binomial(BENCH_SPEC, 0.7, batch).astype(np.int64), "num_draft_tokens": drafted,
+        "current_k": BENCH_SPEC, "min_k": 1, "max_k": 8, "target_ratio": 0.7, "window": 32,
+    }, containers={"num_accepted_tokens": "ndarray", "num_draft_tokens": "ndarray"})
 
 ACCEPTANCE_MASK = Stage(
     name="scv.acceptance_mask",
@@ -31,7 +53,7 @@ ACCEPTANCE_MASK = Stage(
     invariants=draw.acceptance_invariants,
     rows=draw.acceptance_table,
     impls=kernels("scv", "acceptance_mask"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 10},
     semantics=(
         "Each request's drafts (its span of the flattened arrays, from the inclusive offsets) are accepted "
         "in order while the draft equals the target id and is not -1; the first other draft ends the "
@@ -49,6 +71,7 @@ ACCEPTANCE_MASK = Stage(
         "invalid": "Offsets beyond the tokens, negative or decreasing; ids below -1 in either array.",
     },
     worked=draw.acceptance_worked,
+    bench=acceptance_bench,
 )
 
 ADAPTIVE_K = Stage(
@@ -88,6 +111,7 @@ ADAPTIVE_K = Stage(
                    "or negative, negative current_k, window 0, a target of 0, above 1, NaN or not a float.",
     },
     worked=draw.adaptive_worked,
+    bench=adaptive_bench,
 )
 
 STAGES = (ACCEPTANCE_MASK, ADAPTIVE_K)

@@ -7,11 +7,30 @@ may be zero or negative on entry and the new budget keeps its dtype.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from specverify.bench import inputs as bench
 from specverify.oracles import stop as oracle
-from specverify.stage import I, O, Stage, kernels
+from specverify.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
 from specverify.strategies import stop as draw
 
 IDS = "int32|int64"
+
+
+def spec_stopping_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: verification output [B, K+1] (accepted + 1 ids, then -1) with its rejected counts, budgets
+    of 1 to 2048 tokens, 4 stop ids per row (EOS first, -1 padding); 1 row in 20 emits its EOS."""
+    rows = bench.emitted_rows(rng, batch, BENCH_SPEC, vocab)
+    emitted = (rows >= 0).sum(axis=1)
+    stop_ids = bench.token_ids(rng, (batch, 4), vocab)
+    stop_ids[:, 2:][rng.random((batch, 2)) < 0.5] = -1
+    hit = np.flatnonzero(rng.random(batch) < 0.05)
+    rows[hit, rng.integers(0, emitted[hit])] = stop_ids[hit, 0]
+    return Example("valid", inputs={
+        "output_token_ids": rows, "num_rejected_tokens": (BENCH_SPEC + 1 - emitted).astype(np.int32),
+        "num_appendable": rng.integers(1, 2049, batch).astype(np.int32), "stop_ids": stop_ids,
+    }, outputs={"stop_pos": Buffer((batch,), "int32"), "stopped": Buffer((batch,), "bool"),
+                "new_num_appendable": Buffer((batch,), "int32")})
 
 SPEC_STOPPING = Stage(
     name="stop.spec_stopping",
@@ -35,7 +54,7 @@ SPEC_STOPPING = Stage(
     invariants=draw.spec_stopping_invariants,
     rows=draw.spec_stopping_table,
     impls=kernels("stop", "spec_stopping"),
-    launches={"triton": 1},
+    launches={"triton": 1, "torch": 15},
     semantics=(
         "Row r emitted e = K+1 - num_rejected[r] tokens (its entries before the -1s). Emitted token i stops "
         "the request when the budget runs out there (A - (i+1) <= 0) or when it is one of row r's own stop "
@@ -57,6 +76,7 @@ SPEC_STOPPING = Stage(
                    "another dtype.",
     },
     worked=draw.spec_stopping_worked,
+    bench=spec_stopping_bench,
 )
 
 STAGES = (SPEC_STOPPING,)

@@ -8,10 +8,11 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from specverify.stage import Buffer, DrawContext, Example, Layout
+from specverify.stage import BENCH_SPEC, Buffer, DrawContext, Example, Layout
+from specverify.strategies import rejection
 from specverify.strategies.blocks import (PLACEHOLDER, batch_size, bound, draft_batch, exclusive_offsets,
                                           generator, inclusive_offsets, invalid, label, labelled_dtype,
-                                          layout, mode, one_invalid, short, vocab_size)
+                                          layout, mode, one_invalid, request_rows, short, vocab_size)
 
 INT32_MAX = 2**31 - 1
 
@@ -202,6 +203,150 @@ def prepare_padded_table(ex: Example):
     return rows_table(n=np.diff(cu, prepend=0), count=x["valid_sampled_tokens_count"],
                       qs=x["query_start_loc"][:-1], qn=x["query_start_loc"][1:],
                       read=np.arange(len(cu)) < x["num_reqs"])
+
+
+# ---------------------------------------------------------------- eagle.verify_and_prepare_padded
+
+@st.composite
+def verified_buffer(draw, counts: np.ndarray, columns: int, is_greedy, vocab: int, stress: bool = False):
+    """output_token_ids as the caller hands it to greedy verification: -1 (the engine's pre-fill), rows
+    that are not greedy already holding what random verification emitted (1 to n + 1 ids, an
+    out-of-vocabulary bonus among them at times), and at times (always when `stress`) junk ids in the
+    first n + 1 slots of greedy rows that verification may leave standing. Past slot n only -1 or
+    out-of-vocabulary ids, so a row never holds more than n + 1 valid ids."""
+    rng = draw(generator())
+    batch = len(counts)
+    cols = np.arange(columns)
+    ids = rng.integers(0, draw(bound(vocab)), (batch, columns))
+    ids = np.where(rng.random((batch, columns)) < 0.1, rng.choice([vocab, vocab + 7], (batch, columns)), ids)
+    emitted = rng.integers(1, counts + 2)
+    random_rows = np.zeros(batch, bool) if is_greedy is None else ~is_greedy
+    out = np.where(random_rows[:, None] & (cols < emitted[:, None]), ids, PLACEHOLDER)
+    if draw(st.booleans()) or stress:
+        label("output_token_ids: junk in greedy rows' first n + 1 slots")
+        junk = ~random_rows[:, None] & (cols <= counts[:, None]) & (rng.random((batch, columns)) < 0.5)
+        out = np.where(junk, ids, out)
+    if draw(st.booleans()) or stress:
+        label("output_token_ids: out-of-vocabulary ids past n + 1")
+        out = np.where((cols > counts[:, None]) & (rng.random((batch, columns)) < 0.3), vocab + 7, out)
+    return out.astype(np.int32)
+
+
+@st.composite
+def verify_prepare_valid(draw, ctx: DrawContext) -> Example:
+    kind = draw(mode())
+    stress = kind == "stress"
+    batch = draw(draft_batch(ctx, kind=kind))
+    b, counts, spec = batch.batch, batch.counts, batch.max_spec_len
+    vocab = draw(vocab_size(ctx))
+    rng = draw(generator())
+    top = draw(bound(vocab))
+    argmax = rng.integers(0, top, batch.num_tokens).astype(np.int64)
+    is_greedy = draw(rejection.greedy_rows(b, stress))
+    num_reqs = draw(st.one_of(st.just(b), st.integers(0, b)))
+    num_reqs = min(num_reqs, max(b - 1, 0)) if stress else num_reqs
+    qsl = exclusive_offsets(draw(query_lengths(counts)), draw(labelled_dtype("query_start_loc")))
+    if num_reqs < b:
+        label("num_reqs < B")
+        if draw(st.booleans()) or stress:
+            label("stale query_start_loc past num_reqs")
+            qsl = stale(rng, qsl, num_reqs + 1)
+    discard = rng.random(b) < (0.3 if stress else draw(st.sampled_from([0.0, 0.3, 1.0])))
+    if discard.any():
+        label("discard: all rows" if discard.all() else "discard: some rows")
+    return Example(
+        tier="valid",
+        inputs={
+            "draft_token_ids": draw(rejection.drafts_against(argmax, counts, vocab, stress)),
+            "target_argmax": argmax,
+            "bonus_token_ids": rng.integers(0, top, b).astype(np.int64),
+            "cu_num_draft_tokens": inclusive_offsets(counts),
+            "is_greedy": is_greedy,
+            "max_spec_len": spec,
+            "output_token_ids": draw(verified_buffer(counts, spec + 1, is_greedy, vocab, stress)),
+            "discard_mask": discard,
+            "backup_next_token_ids": rng.integers(0, top, b).astype(np.int32),
+            "vocab_size": vocab,
+            "query_start_loc": qsl,
+            "num_reqs": num_reqs,
+        },
+        outputs=buffers(next_token_ids=((b,), "int32"), valid_sampled_tokens_count=((b,), "int32"),
+                        token_indices_to_sample=((b,), qsl.dtype.name), num_rejected_tokens=((b,), "int32")),
+        layouts=strided("output_token_ids", draw(layout(2, True if stress else None))),
+    )
+
+
+@st.composite
+def verify_prepare_invalid(draw, ctx: DrawContext) -> Example:
+    """The value rules of the three pieces, each broken on its own (dtypes, ranks, lengths and None come
+    from the record). A -2 is planted where verification does not write: past a row's n + 1 slots."""
+    ex = draw(verify_prepare_valid(ctx))
+    x = ex.inputs
+    b, n = len(x["cu_num_draft_tokens"]), x["num_reqs"]
+    found = [as_inout(c) for c in rejection.batch_corruptions(ex)] + [
+        invalid(ex, "vocab_size", "vocab_size >= 1", vocab_size=0),
+        invalid(ex, "num_reqs", "num_reqs <= B", num_reqs=b + 1),
+        unlike(ex, "token_indices_to_sample", "query_start_loc"),
+    ]
+    if len(x["target_argmax"]):
+        found.append(with_value(ex, "target_argmax", 0, -1, "ids >= 0"))
+    counts = np.diff(x["cu_num_draft_tokens"], prepend=0)
+    free = np.flatnonzero(counts + 1 < x["max_spec_len"] + 1)
+    if len(free):
+        out = x["output_token_ids"].copy()
+        out[free[0], -1] = -2
+        found.append(invalid(ex, "output_token_ids", "ids >= -1", output_token_ids=out))
+    if n:
+        found.append(with_value(ex, "query_start_loc", 0, 1, "leading 0"))
+        r = int(np.argmax(~x["discard_mask"][:n])) if not x["discard_mask"][:n].all() else None
+        if r is not None and x["max_spec_len"] > counts[r]:  # one valid id more than n + 1 in a read row
+            out = x["output_token_ids"].copy()
+            out[r, :] = 0
+            found.append(invalid(ex, "valid_sampled_tokens_count", "count <= n + 1", output_token_ids=out))
+    return draw(one_invalid(found))
+
+
+def verify_prepare_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """The engine's all-greedy step: BENCH_SPEC drafts per request, each accepted with probability 0.7
+    until the first rejection, output_token_ids pre-filled with -1, queries of BENCH_SPEC + 1 tokens,
+    no request discarded, every request real."""
+    k = BENCH_SPEC
+    argmax = rng.integers(0, vocab, batch * k)
+    accepted = rng.random(batch * k) < 0.7
+    drafts = np.where(accepted, argmax, (argmax + 1) % vocab if vocab > 1 else PLACEHOLDER)
+    counts = np.full(batch, k)
+    return Example("valid", inputs={
+        "draft_token_ids": drafts.astype(np.int32), "target_argmax": argmax.astype(np.int64),
+        "bonus_token_ids": rng.integers(0, vocab, batch).astype(np.int64),
+        "cu_num_draft_tokens": inclusive_offsets(counts), "is_greedy": None, "max_spec_len": k,
+        "output_token_ids": np.full((batch, k + 1), PLACEHOLDER, np.int32),
+        "discard_mask": np.zeros(batch, bool),
+        "backup_next_token_ids": rng.integers(0, vocab, batch).astype(np.int32), "vocab_size": vocab,
+        "query_start_loc": exclusive_offsets(counts + 1), "num_reqs": batch,
+    }, outputs=buffers(next_token_ids=((batch,), "int32"), valid_sampled_tokens_count=((batch,), "int32"),
+                       token_indices_to_sample=((batch,), "int32"), num_rejected_tokens=((batch,), "int32")))
+
+
+def as_inout(corrupted: Example) -> Example:
+    """A rejection corruption that resizes the output_token_ids buffer, with that buffer an input here
+    (its first S + 1 columns)."""
+    buffer = corrupted.outputs.pop("output_token_ids", None)
+    if buffer is not None:
+        corrupted.inputs["output_token_ids"] = corrupted.inputs["output_token_ids"][:, :buffer.shape[1]].copy()
+    return corrupted
+
+
+def verify_prepare_table(ex: Example):
+    x = ex.inputs
+    headers, rows = request_rows(
+        x["cu_num_draft_tokens"],
+        per_token={"draft_token_ids": x["draft_token_ids"], "target_argmax": x["target_argmax"]},
+        per_request={"is_greedy": x["is_greedy"], "bonus": x["bonus_token_ids"], "discard": x["discard_mask"],
+                     "backup": x["backup_next_token_ids"], "qsl_end": x["query_start_loc"][1:],
+                     "read": np.arange(len(x["cu_num_draft_tokens"])) < x["num_reqs"]})
+    for r, row in enumerate(rows):
+        row.append(short(x["output_token_ids"][r]))
+    return headers + ["output_token_ids (on entry)"], rows
 
 
 # ---------------------------------------------------------------- eagle.prepare_inputs
