@@ -13,6 +13,8 @@ import numpy as np
 from specverify.oracles.output import check_lowest_id, check_parse
 
 SMALL = 256   # elements of output_token_ids up to which filtering in Python beats the vectorized mask
+SEQUENCES = (list, tuple)
+INT32 = np.dtype(np.int32)
 
 
 def as_numpy(a) -> np.ndarray:
@@ -49,7 +51,18 @@ def filter_large(output_token_ids, vocab_size: int, discarded, width: int):
 
 
 def parse(*, output_token_ids, vocab_size, discard_req_indices, token_ids=None, logprobs=None, ranks=None):
-    """See `specverify.oracles.output.parse`."""
+    """See `specverify.oracles.output.parse`. The common engine step (a small int32 ndarray of two
+    dimensions, a positive Python int vocabulary, no discarded rows as an empty list or tuple, no logprobs)
+    passes `check_parse` by construction and is filtered at once: one `tolist()`, the lowest-id check, one
+    list comprehension."""
+    if (type(output_token_ids) is np.ndarray and token_ids is None and type(vocab_size) is int
+            and type(discard_req_indices) in SEQUENCES and not discard_req_indices and vocab_size >= 1
+            and output_token_ids.dtype == INT32 and output_token_ids.ndim == 2 and output_token_ids.size <= SMALL
+            and logprobs is None and ranks is None):
+        rows = output_token_ids.tolist()
+        if output_token_ids.size:
+            check_lowest_id(min(map(min, rows)))
+        return [[t for t in row if 0 <= t < vocab_size] for row in rows], None
     batch, width = check_parse(output_token_ids, vocab_size, discard_req_indices, token_ids, logprobs, ranks)
     filtered = filter_small if batch * width <= SMALL else filter_large
     tokens, positions = filtered(output_token_ids, vocab_size, discard_req_indices, width)
