@@ -73,7 +73,7 @@ def dsa_indexer_metadata(*, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_s
     owner = torch.searchsorted(cu_q[1:batch].contiguous(), rows, right=True)   # rows past the end: B - 1
     live = rows < cu_q[batch:]
     shift = dcp_size - dcp_rank                            # + 1, and + D - 1 - r before the division
-    base = torch.sub(kv_seqlens, cu_q[1:], out=torch.empty_like(indexer_kv_lens[:batch]))   # in int32
+    base = torch.sub(kv_seqlens, cu_q[1:], out=indexer_kv_lens.new_empty(batch))   # in its dtype
     visible = torch.add(base[owner], iota(N + shift, cu_q, base.dtype)[shift:])
     if dcp_size > 1:
         visible = torch.div(visible, dcp_size, rounding_mode="floor")
