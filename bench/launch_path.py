@@ -4,14 +4,14 @@ Run on a CUDA machine from the repository root:
 
     PYTHONPATH=. OUT=/some/dir python bench/launch_path.py [--calls 2000] [--rounds 5]
 
-Host time per call is time.perf_counter around `calls` calls with no synchronization inside the loop
-(one synchronization after it), the median of `rounds` rounds, for: an empty Triton kernel through
-`kernel[grid]` (the baseline) and through the launcher; each stage with a Triton implementation, on its
-worked example (`Stage.worked`; host cost hardly depends on sizes) three ways: `old` (plain
-`kernel[grid]` launches and the argument checks run in full, as before the launcher), `plain` (plain
-launches, memoized checks) and `lean` (the launcher and memoized checks). The plain and lean paths must
-write byte-equal outputs. Writes $OUT/launch_path.json and prints a table (ratios to the empty kernel
-through `kernel[grid]`, E); `target` is lean <= E + 2 us.
+Host time per call is time.perf_counter around `calls` calls with no synchronization inside the loop (one
+synchronization after it), the median of `rounds` rounds (`specverify.bench.timing.host_us`), for: an empty
+Triton kernel through `kernel[grid]` (the baseline) and through the launcher; each stage with a Triton
+implementation, on its worked example (`Stage.worked`; host cost hardly depends on sizes) three ways: `old`
+(plain `kernel[grid]` launches and the argument checks run in full, as before the launcher), `plain` (plain
+launches, memoized checks) and `lean` (the launcher and memoized checks). The plain and lean paths must write
+byte-equal outputs. Writes $OUT/launch_path.json and prints a table (ratios to the empty kernel through
+`kernel[grid]`, E); `target` is lean <= E + 2 us.
 """
 from __future__ import annotations
 
@@ -19,9 +19,7 @@ import argparse
 import importlib
 import json
 import os
-import statistics
 import sys
-import time
 from contextlib import contextmanager
 
 import numpy as np
@@ -29,6 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
+from specverify.bench import timing
 from specverify.kernels.triton import launch as launch_module
 from specverify.kernels.triton.launch import Launcher, plain_launch
 from specverify.materialize import Bound, plan
@@ -52,19 +51,6 @@ def full_checks(impl):
         yield
     finally:
         module.validate = memoized
-
-
-def host_us(fn, calls: int, rounds: int) -> float:
-    """Median over rounds of the host time per call (us), no synchronization inside the loop."""
-    samples = []
-    for _ in range(rounds):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-        torch.cuda.synchronize()
-    return statistics.median(samples)
 
 
 def implementation(stage):
@@ -100,13 +86,14 @@ def main() -> int:
         print("launch_path: no CUDA device; nothing measured", file=sys.stderr)
         return 2
     out = os.environ.get("OUT", ".")
+    settings = timing.Settings(calls=args.calls, repeat=args.rounds)
     x = torch.zeros(16, dtype=torch.int32, device="cuda")
     lean_empty = Launcher(empty_kernel)
     for _ in range(3):
         empty_kernel[(1,)](x, 7, BLOCK=16)
         lean_empty[(1,)](x, 7, BLOCK=16)
-    empty = host_us(lambda: empty_kernel[(1,)](x, 7, BLOCK=16), args.calls, args.rounds)
-    empty_lean = host_us(lambda: lean_empty[(1,)](x, 7, BLOCK=16), args.calls, args.rounds)
+    empty = timing.host_us(lambda: empty_kernel[(1,)](x, 7, BLOCK=16), "cuda", settings)
+    empty_lean = timing.host_us(lambda: lean_empty[(1,)](x, 7, BLOCK=16), "cuda", settings)
     rows = []
     for name, impl, call_plan, arena in wrappers():
         with plain_launch():
@@ -117,12 +104,12 @@ def main() -> int:
         call = lambda: impl(**bound.kwargs)              # noqa: E731
         with plain_launch(), full_checks(impl):
             call()
-            old = host_us(call, args.calls, args.rounds)
+            old = timing.host_us(call, "cuda", settings)
         with plain_launch():
             call()
-            plain = host_us(call, args.calls, args.rounds)
+            plain = timing.host_us(call, "cuda", settings)
         call()
-        lean = host_us(call, args.calls, args.rounds)
+        lean = timing.host_us(call, "cuda", settings)
         rows.append({"stage": name, "old_us": old, "plain_us": plain, "lean_us": lean, "old_ratio": old / empty,
                      "plain_ratio": plain / empty, "lean_ratio": lean / empty, "lean_minus_empty_us": lean - empty,
                      "target": lean <= empty + SLACK_US, "byte_equal": bool(np.array_equal(plain_bytes, lean_bytes))})

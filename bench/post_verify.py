@@ -6,27 +6,27 @@ stop.spec_stopping) with eagle.prepare_inputs_padded beside them.
 
     OUT=/tmp/out PYTHONPATH=. python bench/post_verify.py
 
-Each case: 20 calls captured in one CUDA graph, the graph replayed (after 3 warm-up replays) between
-CUDA events, microseconds per call; the median of 5 replays. B in (1, 16, 64, 256, 512, 1024), K = 5,
-V = 151936, inputs from the fused stage's `bench` function. The outputs of the three stages and of
-the fused launch are compared byte for byte (every output, output_token_ids included) before timing.
-Writes $OUT/post_verify.json and prints a table; exits 1 when an output differs.
+Each case: 20 calls captured in one CUDA graph, the graph replayed (after one warm-up replay) between CUDA
+events, microseconds per call; the median of 5 replays (`specverify.bench.timing.graph_us`, as `specverify
+bench` times). B in (1, 16, 64, 256, 512, 1024), K = 5, V = 151936, inputs from the fused stage's `bench`
+function. The outputs of the three stages and of the fused launch are compared byte for byte (every output,
+output_token_ids included) before timing. Writes $OUT/post_verify.json and prints a table; exits 1 when an
+output differs.
 """
 from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 import triton
-import triton.language as tl
 from rich.console import Console
 from rich.table import Table
 
+from specverify.bench import timing
 from specverify.kernels.triton import eagle, rejection, stop
 from specverify.stage import BENCH_SPEC
 from specverify.stages.eagle import VERIFY_AND_PREPARE_PADDED
@@ -35,36 +35,7 @@ BATCHES = (1, 16, 64, 256, 512, 1024)
 VOCAB = 151936
 CALLS = 20        # calls captured per graph
 REPEATS = 5       # graph replays timed; the median is reported
-
-
-@triton.jit
-def empty_kernel(x_ptr):
-    pass
-
-
-def device_us(fn) -> float:
-    """Median device time of one call, in microseconds, by CUDA-graph replay."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(CALLS):
-            fn()
-    for _ in range(3):
-        graph.replay()
-    times = []
-    for _ in range(REPEATS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000 / CALLS)
-    return statistics.median(times)
+SETTINGS = timing.Settings(calls=CALLS, replays=REPEATS)
 
 
 def tensors(example) -> tuple[dict, dict]:
@@ -144,7 +115,7 @@ def main() -> int:
     out_dir = Path(os.environ.get("OUT", "."))
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
-    dummy = torch.zeros(1, device="cuda")
+    empty = timing.empty_kernel()
     results, bad = [], []
     for batch in BATCHES:
         example = VERIFY_AND_PREPARE_PADDED.bench(batch, VOCAB, rng)
@@ -156,10 +127,11 @@ def main() -> int:
         three(x3, o3)
         torch.cuda.synchronize()
         row = {"B": batch, "K": BENCH_SPEC, "byte_equal": not differing,
-               "three_us": device_us(lambda: three(x3, o3)), "fused_us": device_us(lambda: fused(xf, of)),
-               "floor_us": device_us(lambda: empty_kernel[(1,)](dummy))}
+               "three_us": timing.graph_us(lambda: three(x3, o3), SETTINGS),
+               "fused_us": timing.graph_us(lambda: fused(xf, of), SETTINGS),
+               "floor_us": timing.graph_us(lambda: empty[(1,)](), SETTINGS)}
         for name, fn in metadata_stages(x3, o3, batch).items():
-            row[name + "_us"] = device_us(fn)
+            row[name + "_us"] = timing.graph_us(fn, SETTINGS)
         results.append(row)
     device = torch.cuda.get_device_name()
     (out_dir / "post_verify.json").write_text(json.dumps(

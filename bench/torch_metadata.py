@@ -2,16 +2,16 @@
 
     PYTHONPATH=. python bench/torch_metadata.py [--calls 50]     # writes $OUT/torch_metadata.json
 
-For each stage and B in 1..1024 (K = 5 drafts per request, realistic contents built here): median
-microseconds per call over `--calls` calls timed one by one with CUDA events, after a warm-up, and the
-device activities one Torch call launches (torch.profiler). Prints a table.
+For each stage and B in 1..1024 (K = 5 drafts per request, realistic contents built here): microseconds
+per call, after a warm-up call, as `specverify bench` times eager calls (`timing.events_us`: CUDA events
+around 5 blocks of `--calls` / 5 calls, the median block), and the device activities one Torch call
+launches (`specverify.probes.launches`). Prints a table.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import statistics
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +20,8 @@ from rich.console import Console
 from rich.table import Table
 
 from specverify import backends, registry
+from specverify.bench import timing
+from specverify.probes import launches
 
 K = 5
 BATCHES = (1, 16, 64, 256, 512, 1024)
@@ -137,32 +139,6 @@ def on_device(inputs: dict, outputs: dict) -> dict:
     return kwargs
 
 
-def median_us(impl, kwargs: dict, calls: int) -> float:
-    for _ in range(5):
-        impl(**kwargs)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(calls):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        impl(**kwargs)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0)
-    return statistics.median(times)
-
-
-def launches(impl, kwargs: dict) -> int:
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        impl(**kwargs)
-        torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if e.device_type == DeviceType.CUDA)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=50)
@@ -174,6 +150,7 @@ def main() -> None:
              "scv.acceptance_mask", "kv.commit_draft", "output.spec_metadata"]
     rng = np.random.default_rng(0)
     rows = []
+    settings = timing.Settings(calls=max(1, args.calls // 5))   # 5 timed blocks of calls
     table = Table(title=f"metadata stages, K = {K}: median µs per call (torch launches)")
     for column in ("stage", "B", "torch µs", "triton µs", "torch / triton", "torch launches"):
         table.add_column(column, justify="left" if column == "stage" else "right")
@@ -185,9 +162,11 @@ def main() -> None:
             for backend in ("torch", "triton"):
                 impl = backends.load(stage.impls[backend])
                 kwargs = on_device(inputs, outputs)
-                result[f"{backend}_us"] = median_us(impl, kwargs, args.calls)
+                call = lambda: impl(**kwargs)
+                call()   # warm-up: compiles, fills cached constants
+                result[f"{backend}_us"] = timing.events_us(call, settings)
                 if backend == "torch":
-                    result["torch_launches"] = launches(impl, kwargs)
+                    result["torch_launches"] = launches(call, None, DEVICE)[1]["launches"]
             rows.append(result)
             table.add_row(name, str(b), f"{result['torch_us']:.1f}", f"{result['triton_us']:.1f}",
                           f"{result['torch_us'] / result['triton_us']:.2f}", str(result["torch_launches"]))

@@ -1,7 +1,8 @@
 """GPU timing of the probability-reading `rejection` stages: our Torch kernel beside our Triton kernel.
 
 For B in (1, 16, 64, 256, 512, 1024) requests of K = 5 drafts, V in (32000, 151936), with and without
-draft probabilities: the median of 50 calls (CUDA events, after 3 warm-up calls) of rejection.random,
+draft probabilities: µs per call, as `specverify bench` times eager calls (CUDA events around 5 blocks
+of 10 calls, the median block, after a warm-up call) of rejection.random,
 .recovered, .sample (half the rows greedy) and .sample_padded. Writes $OUT/torch_rejection.json and prints
 a table. Run from the repository root: PYTHONPATH=. python bench/torch_rejection.py
 """
@@ -9,16 +10,17 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 from pathlib import Path
 
 import torch
 
+from specverify.bench import timing
 from specverify.kernels.torch import rejection as torch_kernels
 from specverify.kernels.triton import rejection as triton_kernels
 
 K = 5
 STAGES = ("random", "recovered", "sample", "sample_padded")
+SETTINGS = timing.Settings(calls=10)
 
 
 def inputs(stage: str, batch: int, vocab: int, with_draft: bool, gen: torch.Generator) -> dict:
@@ -51,18 +53,11 @@ def inputs(stage: str, batch: int, vocab: int, with_draft: bool, gen: torch.Gene
                 inv_q=inv_q, output_token_ids=out)
 
 
-def median_us(fn, kw: dict, calls: int = 50) -> float:
-    for _ in range(3):
-        fn(**kw)
-    times = []
-    for _ in range(calls):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(**kw)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1000)
-    return statistics.median(times)
+def median_us(fn, kw: dict) -> float:
+    """µs per call of eager calls after a warm-up call (`timing.events_us`: 5 blocks of 10 calls)."""
+    call = lambda: fn(**kw)
+    call()
+    return timing.events_us(call, SETTINGS)
 
 
 def main() -> None:

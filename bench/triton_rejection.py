@@ -6,23 +6,24 @@ For B in BATCHES, V in VOCABS and K = 5 drafts per request: rejection.recovered 
 probs), rejection.sample and rejection.sample_padded (every row greedy: `is_greedy` None and no noise;
 every row random: `is_greedy` all False, with draft probs and noise). Each case: one eager call checked
 byte for byte against the Torch backend (a mismatch is printed loudly and fails the run), then 20 calls
-captured in one CUDA graph on a stream that already ran the call, replayed; µs per call = event time of a
-replay / 20, the median of 5 replays. The eager call runs on that stream after all work queued on the
-current one (inputs, reference, the -9 fill of its outputs). GB/s counts the probability tables read
+captured in one CUDA graph and replayed (`specverify.bench.timing.graph_us`); µs per call = event time
+of a replay / 20, the median of 5 replays. The eager call runs on a side stream after all work queued on
+the current one (inputs, reference, the -9 fill of its outputs). GB/s counts the probability tables read
 (target, draft probs, inv_q, each once) and the outputs written; the device-to-device copy of a 1 GiB
-buffer (read + write) measured in the same run is the reference. Results: a table and $OUT/triton_rejection.json.
+buffer (read + write, `timing.copy_bandwidth`) measured in the same run is the reference. Results: a
+table and $OUT/triton_rejection.json.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import statistics
 from pathlib import Path
 
 import torch
 import triton
 
+from specverify.bench import timing
 from specverify.kernels.torch import rejection as reference
 from specverify.kernels.triton import rejection as kernels
 
@@ -30,6 +31,7 @@ BATCHES = (1, 16, 64, 256, 512, 1024)
 VOCABS = (32000, 151936)
 K = 5
 CALLS, REPLAYS = 20, 5
+SETTINGS = timing.Settings(calls=CALLS, replays=REPLAYS)   # specverify bench's graph timing
 
 
 def tables(vocab: int, device: str) -> dict:
@@ -78,40 +80,6 @@ def cases(batch: int, vocab: int, t: dict) -> list[tuple[str, str, object, dict,
     ]
 
 
-def graph_us(call, stream: torch.cuda.Stream) -> float:
-    """Median µs per call: CALLS calls captured in one graph on `stream` (which has run the call), replayed."""
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
-        for _ in range(CALLS):
-            call()
-    graph.replay()
-    times = []
-    for _ in range(REPLAYS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / CALLS)
-    return statistics.median(times)
-
-
-def copy_gbps() -> float:
-    """Device-to-device copy_ of a 1 GiB buffer: GB/s of bytes read plus bytes written, median of 5."""
-    src = torch.empty(1 << 28, dtype=torch.float32, device="cuda").uniform_()
-    dst = torch.empty_like(src)
-    dst.copy_(src)
-    times = []
-    for _ in range(5):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        dst.copy_(src)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return 2 * src.numel() * 4 / statistics.median(times) / 1e9
-
-
 def equal(got: dict, want: dict) -> bool:
     return all(torch.equal(got[k], want[k]) for k in got)
 
@@ -145,7 +113,7 @@ def main() -> int:
         return 2
     out_dir = Path(os.environ.get("OUT", "out"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    copy = copy_gbps()
+    copy = timing.copy_bandwidth("cuda", SETTINGS)["gbps"]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"{torch.cuda.get_device_name()} ({sms} SMs), torch {torch.__version__}, triton {triton.__version__}; copy_ of 1 GiB: {copy:.0f} GB/s")
     stream = torch.cuda.Stream()
@@ -168,7 +136,7 @@ def main() -> int:
                     same = equal(got, want)
                     if not same:
                         print(f"  eager call: {differences(got, want)}")
-                    us = graph_us(call, stream)
+                    us = timing.graph_us(call, SETTINGS)
                     same = same and equal(got, want)    # the replays wrote the same bytes
                     gbps = moved / us / 1e3
                     mismatches += not same
