@@ -180,23 +180,31 @@ def check_verified(cu_num_draft_tokens, output_token_ids, discard_mask, backup_n
                                 token_indices_to_sample, num_rejected_tokens)
 
 
+def in_turn(greedy, next_token, prepare, fields: dict) -> None:
+    """verify_and_prepare_padded as its three pieces in turn, each a backend's own (the oracle's here, the
+    Torch kernels in `specverify.kernels.torch.eagle`), on `fields`: the stage's arguments by name."""
+    greedy(**{name: fields[name] for name in GREEDY_FIELDS})
+    with output_as_sampled():
+        next_token(sampled_token_ids=fields["output_token_ids"],
+                   **{name: fields[name] for name in NEXT_TOKEN_FIELDS})
+    prepare(**{name: fields[name] for name in PREPARE_FIELDS})
+
+
+GREEDY_FIELDS = ("draft_token_ids", "target_argmax", "bonus_token_ids", "cu_num_draft_tokens", "is_greedy",
+                 "max_spec_len", "output_token_ids")
+NEXT_TOKEN_FIELDS = ("discard_mask", "backup_next_token_ids", "vocab_size", "next_token_ids",
+                     "valid_sampled_tokens_count")
+PREPARE_FIELDS = ("cu_num_draft_tokens", "valid_sampled_tokens_count", "query_start_loc", "num_reqs",
+                  "token_indices_to_sample", "num_rejected_tokens")
+
+
 def verify_and_prepare_padded(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
                               max_spec_len, output_token_ids, discard_mask, backup_next_token_ids, vocab_size,
                               query_start_loc, num_reqs, next_token_ids, valid_sampled_tokens_count,
                               token_indices_to_sample, num_rejected_tokens):
     """The engine's padded EAGLE step after the target pass: rejection.greedy into output_token_ids,
-    then next_token_padded on that buffer, then prepare_inputs_padded on its counts."""
-    rejection.greedy(draft_token_ids=draft_token_ids, target_argmax=target_argmax, bonus_token_ids=bonus_token_ids,
-                     cu_num_draft_tokens=cu_num_draft_tokens, is_greedy=is_greedy, max_spec_len=max_spec_len,
-                     output_token_ids=output_token_ids)
-    with output_as_sampled():
-        next_token_padded(sampled_token_ids=output_token_ids, discard_mask=discard_mask,
-                          backup_next_token_ids=backup_next_token_ids, vocab_size=vocab_size,
-                          next_token_ids=next_token_ids, valid_sampled_tokens_count=valid_sampled_tokens_count)
-    prepare_inputs_padded(cu_num_draft_tokens=cu_num_draft_tokens,
-                          valid_sampled_tokens_count=valid_sampled_tokens_count, query_start_loc=query_start_loc,
-                          num_reqs=num_reqs, token_indices_to_sample=token_indices_to_sample,
-                          num_rejected_tokens=num_rejected_tokens)
+    then next_token_padded on that buffer, then prepare_inputs_padded on its counts (`in_turn`)."""
+    in_turn(rejection.greedy, next_token_padded, prepare_inputs_padded, locals())
 
 
 # ---------------------------------------------------------------- eagle.prepare_inputs

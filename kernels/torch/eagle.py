@@ -61,17 +61,7 @@ def verify_and_prepare_padded(*, draft_token_ids, target_argmax, bonus_token_ids
                               query_start_loc, num_reqs, next_token_ids, valid_sampled_tokens_count,
                               token_indices_to_sample, num_rejected_tokens):
     """See `specverify.oracles.eagle.verify_and_prepare_padded`: the three Torch kernels in turn."""
-    rejection.greedy(draft_token_ids=draft_token_ids, target_argmax=target_argmax, bonus_token_ids=bonus_token_ids,
-                     cu_num_draft_tokens=cu_num_draft_tokens, is_greedy=is_greedy, max_spec_len=max_spec_len,
-                     output_token_ids=output_token_ids)
-    with oracle.output_as_sampled():
-        next_token_padded(sampled_token_ids=output_token_ids, discard_mask=discard_mask,
-                          backup_next_token_ids=backup_next_token_ids, vocab_size=vocab_size,
-                          next_token_ids=next_token_ids, valid_sampled_tokens_count=valid_sampled_tokens_count)
-    prepare_inputs_padded(cu_num_draft_tokens=cu_num_draft_tokens,
-                          valid_sampled_tokens_count=valid_sampled_tokens_count, query_start_loc=query_start_loc,
-                          num_reqs=num_reqs, token_indices_to_sample=token_indices_to_sample,
-                          num_rejected_tokens=num_rejected_tokens)
+    oracle.in_turn(rejection.greedy, next_token_padded, prepare_inputs_padded, locals())
 
 
 def prepare_inputs(*, query_start_loc, seq_lens, num_draft_tokens, num_sampled, new_query_start_loc,
