@@ -25,6 +25,22 @@ def as_bytes(t: torch.Tensor) -> torch.Tensor:
     return t.view(torch.uint8) if t.dtype == torch.bool else t
 
 
+@triton.jit
+def store_next_token(tok, inside, rows, cols, live, discard_ptr, backup_ptr, next_ptr, count_ptr, vocab):
+    """eagle.next_token_padded on a [rows, S] tile of ids (cells outside `inside` ignored): stores each live
+    row's last valid id (its backup when it has none, or when the row is discarded) and its count of valid
+    ids; returns the counts."""
+    kept = tl.load(discard_ptr + rows, mask=live, other=1) == 0
+    valid = inside & (tok != -1) & (tok < vocab) & kept[:, None]
+    count = tl.sum(valid.to(tl.int32), axis=1)
+    last = tl.max(tl.where(valid, cols[None, :], -1), axis=1)
+    picked = tl.sum(tl.where(cols[None, :] == last[:, None], tok, 0), axis=1)
+    backup = tl.load(backup_ptr + rows, mask=live, other=0)
+    tl.store(next_ptr + rows, tl.where(count > 0, picked, backup), mask=live)
+    tl.store(count_ptr + rows, count, mask=live)
+    return count
+
+
 @launcher
 @triton.jit
 def next_token_kernel(tok_ptr, row_stride, col_stride, discard_ptr, backup_ptr, next_ptr, count_ptr,
@@ -35,14 +51,7 @@ def next_token_kernel(tok_ptr, row_stride, col_stride, discard_ptr, backup_ptr, 
     tile = live[:, None] & (cols[None, :] < width)
     tok = tl.load(tok_ptr + rows[:, None].to(tl.int64) * row_stride + cols[None, :] * col_stride,
                   mask=tile, other=-1)
-    kept = tl.load(discard_ptr + rows, mask=live, other=1) == 0
-    valid = (tok != -1) & (tok < vocab) & kept[:, None]
-    count = tl.sum(valid.to(tl.int32), axis=1)
-    last = tl.max(tl.where(valid, cols[None, :], -1), axis=1)
-    picked = tl.sum(tl.where(cols[None, :] == last[:, None], tok, 0), axis=1)
-    backup = tl.load(backup_ptr + rows, mask=live, other=0)
-    tl.store(next_ptr + rows, tl.where(count > 0, picked, backup), mask=live)
-    tl.store(count_ptr + rows, count, mask=live)
+    store_next_token(tok, tile, rows, cols, live, discard_ptr, backup_ptr, next_ptr, count_ptr, vocab)
 
 
 def row_block(width: int) -> tuple[int, int]:
@@ -122,14 +131,7 @@ def verify_prepare_kernel(draft_ptr, argmax_ptr, bonus_ptr, cu_ptr, greedy_ptr, 
     tok = tl.where(written, emit, tl.load(slot, mask=inside & ~written, other=-1))
     tl.store(slot, emit, mask=written)
     # eagle.next_token_padded on the row as it now stands
-    kept = tl.load(discard_ptr + rows, mask=live, other=1) == 0
-    valid = inside & (tok != -1) & (tok < vocab) & kept[:, None]
-    count = tl.sum(valid.to(tl.int32), axis=1)
-    last = tl.max(tl.where(valid, cols[None, :], -1), axis=1)
-    picked = tl.sum(tl.where(cols[None, :] == last[:, None], tok, 0), axis=1)
-    backup = tl.load(backup_ptr + rows, mask=live, other=0)
-    tl.store(next_ptr + rows, tl.where(count > 0, picked, backup), mask=live)
-    tl.store(count_ptr + rows, count, mask=live)
+    count = store_next_token(tok, inside, rows, cols, live, discard_ptr, backup_ptr, next_ptr, count_ptr, vocab)
     # eagle.prepare_inputs_padded for the first num_reqs rows
     real = rows < num_reqs
     rejected = tl.where(n > 0, n + 1 - count, 0)
