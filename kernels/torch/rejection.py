@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from specverify.kernels.checks import reads_values
+from specverify.kernels.torch.layout import iota, scalar
 from specverify.oracles.rejection import (PLACEHOLDER, check_expand, check_greedy, check_greedy_padded,
                                           check_random, check_recovered, check_sample, check_sample_padded)
 
@@ -38,7 +39,7 @@ def in_vocab(drafts: torch.Tensor, vocab: int, index: bool = True):
 def at_drafts(table: torch.Tensor, safe: torch.Tensor) -> torch.Tensor:
     """table[..., safe] per position in one launch (advanced indexing takes int32 ids; no cast)."""
     rows = table.reshape(-1, table.shape[-1])
-    return rows[constants(table.device, rows.shape[0])[:rows.shape[0]], safe.reshape(-1)].view(safe.shape)
+    return rows[iota(rows.shape[0], table), safe.reshape(-1)].view(safe.shape)
 
 
 def recovery_scores(target, draft_probs, valid, safe, noise, noise_at_draft, greedy=None) -> torch.Tensor:
@@ -59,7 +60,7 @@ def recovery_scores(target, draft_probs, valid, safe, noise, noise_at_draft, gre
         valid = valid > greedy                        # valid and not greedy
     own = at_drafts(target, safe)
     # the draft's own cell: 0 * noise for a valid draft (NaN under infinite noise), else unchanged
-    cell = torch.where(valid, scalar(target.device, target.dtype, 0.0), own).mul_(at_draft)
+    cell = torch.where(valid, scalar(0.0, target, target.dtype), own).mul_(at_draft)
     return scores.scatter_(-1, safe[..., None], cell[..., None])
 
 
@@ -73,36 +74,12 @@ def accepts(valid, safe, target, draft_probs, uniform) -> torch.Tensor:
     return valid & (q > 0) & (p / q >= uniform)
 
 
-_CONSTANTS: dict = {}
-
-
-def constants(device: torch.device, size: int) -> torch.Tensor:
-    """A per-device cached int64 arange of at least `size` (slices of it cost no launch). It grows only
-    outside CUDA graph capture: a warm-up call of the same or larger shapes must precede capture."""
-    ar = _CONSTANTS.get(device)
-    if ar is None or ar.shape[0] < size:
-        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            raise RuntimeError("rejection: constants grow during CUDA graph capture; warm up before capturing")
-        ar = _CONSTANTS[device] = torch.arange(max(2 * size, 4096), device=device)
-    return ar
-
-
-def scalar(device: torch.device, dtype: torch.dtype, value) -> torch.Tensor:
-    """A cached 0-dim device constant (torch.where with a Python scalar launches a fill for it)."""
-    key = (device, dtype, value)
-    if key not in _CONSTANTS:
-        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            raise RuntimeError("rejection: constants made during CUDA graph capture; warm up before capturing")
-        _CONSTANTS[key] = torch.full((), value, dtype=dtype, device=device)
-    return _CONSTANTS[key]
-
-
 def flat_grid(cu: torch.Tensor, tokens: int, width: int) -> torch.Tensor:
     """[B, width] int64: per cell (r, j) the token start(r) + j while j < n[r], else tokens + r (row r's
     slot in a source laid out as [one per token ..., one per request ...])."""
     batch = cu.shape[0]
-    ar = constants(cu.device, tokens + batch + width)
-    prev = torch.cat((scalar(cu.device, cu.dtype, 0).view(1), cu[:-1]))
+    ar = iota(tokens + batch + width, cu)
+    prev = torch.cat((scalar(0, cu, cu.dtype).view(1), cu[:-1]))
     cell = prev[:, None] + ar[:width]
     return torch.where(cell < cu[:, None], cell, ar[tokens:tokens + batch, None])
 
@@ -113,8 +90,8 @@ def emit(out, ok, values, rows, fill, skip=None) -> torch.Tensor:
     rows written, or `skip` (bool [B]) the rows not written, else all are; `fill`: the rest of each
     written row is -1, else untouched. Returns the first cell not ok per row."""
     first = ok.argmin(-1)
-    written = constants(out.device, out.shape[1])[:out.shape[1]] <= first[:, None]
-    minus = scalar(out.device, out.dtype, PLACEHOLDER)
+    written = iota(out.shape[1], out) <= first[:, None]
+    minus = scalar(PLACEHOLDER, out, out.dtype)
     if skip is not None:                            # fill=False only: written & ~skip
         torch.where(written.gt_(skip[:, None]), values, out, out=out)
     elif rows is None:
@@ -132,14 +109,14 @@ def verify_flat(out, cu, good, values, bonus, rows, fill, skip=None) -> None:
     gather give both grids (see `emit`)."""
     tokens, batch = good.shape[0], bonus.shape[0]
     src = torch.empty(2, tokens + batch, dtype=out.dtype, device=out.device)
-    torch.cat((good, scalar(out.device, out.dtype, 0).expand(batch), values, bonus), out=src.view(-1))
+    torch.cat((good, scalar(0, out, out.dtype).expand(batch), values, bonus), out=src.view(-1))
     grid = src[:, flat_grid(cu, tokens, out.shape[1])]
     emit(out, grid[0], grid[1], rows, fill, skip)
 
 
 def token_requests(cu: torch.Tensor, tokens: int) -> torch.Tensor:
     """The request of every token of a flattened batch (inclusive offsets)."""
-    return torch.searchsorted(cu, constants(cu.device, tokens)[:tokens], right=True)
+    return torch.searchsorted(cu, iota(tokens, cu), right=True)
 
 
 def greedy(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
@@ -197,9 +174,8 @@ def sample(*, draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, t
         request = token_requests(cu_num_draft_tokens, tokens)
         greedy_token = is_greedy[request]
         # greedy tokens take a row of ones as their noise: target * 1 is the target, bit for bit
-        dev = inv_q.device
-        noise_rows = torch.cat((inv_q, scalar(dev, inv_q.dtype, 1.0).expand(1, inv_q.shape[1])))
-        noise = noise_rows.index_select(0, torch.where(greedy_token, constants(dev, batch + 1)[batch], request))
+        noise_rows = torch.cat((inv_q, scalar(1.0, inv_q, inv_q.dtype).expand(1, inv_q.shape[1])))
+        noise = noise_rows.index_select(0, torch.where(greedy_token, iota(batch + 1, inv_q)[batch], request))
         valid, safe = in_vocab(drafts, inv_q.shape[1])
         scores = recovery_scores(target_probs, draft_probs, valid, safe, noise, lambda: at_drafts(noise, safe),
                                  greedy_token)
@@ -214,15 +190,14 @@ def emit_padded(good, values, bonus, rows, output_token_ids, num_rejected_tokens
     """Verify padded rows from good and values [B, K] (see `emit`; slot K is the bonus, never good) and
     write the picked rows in full. One packed [ok | values] table serves both grids."""
     batch, k = good.shape
-    dev = good.device
-    packed = torch.cat((good, scalar(dev, torch.int64, 0).expand(batch, 1), values, bonus[:, None]), 1)
+    packed = torch.cat((good, scalar(0, good, torch.int64).expand(batch, 1), values, bonus[:, None]), 1)
     cells = packed[:, k + 1:]
     first = emit(output_token_ids, packed[:, :k + 1], cells, rows, fill=True)
     if rows is None:
-        torch.sub(scalar(dev, torch.int64, k), first, out=num_rejected_tokens)
+        torch.sub(scalar(k, good, torch.int64), first, out=num_rejected_tokens)
         torch.gather(cells, 1, first[:, None], out=last_token_ids[:, None])
     else:
-        torch.where(rows, torch.sub(scalar(dev, torch.int64, k), first), num_rejected_tokens,
+        torch.where(rows, torch.sub(scalar(k, good, torch.int64), first), num_rejected_tokens,
                     out=num_rejected_tokens)
         torch.where(rows, cells.gather(1, first[:, None])[:, 0], last_token_ids, out=last_token_ids)
 
@@ -251,7 +226,7 @@ def sample_padded(*, draft_token_ids, draft_probs, target_probs, bonus_token_ids
         accepted = drafts == alternatives
     else:
         greedy_token = is_greedy[:, None].expand(batch, k)
-        noise = torch.where(is_greedy[:, None], scalar(inv_q.device, inv_q.dtype, 1.0), inv_q)[:, None, :]
+        noise = torch.where(is_greedy[:, None], scalar(1.0, inv_q, inv_q.dtype), inv_q)[:, None, :]
         valid, safe = in_vocab(drafts, inv_q.shape[1])
         scores = recovery_scores(target_probs, draft_probs, valid, safe, noise,
                                  lambda: noise[:, 0].gather(1, safe), greedy_token)
