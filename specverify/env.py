@@ -1,7 +1,9 @@
 """The backend environment, prepared once before any kernel module is imported.
 
-The Triton interpreter is chosen when a Triton kernel is *defined* (at import of its module), so
-`prepare()` must run first: it turns the interpreter on when no CUDA device is present.
+The Triton interpreter is chosen when a Triton kernel is *defined* (at import of its module, and for
+Triton's own `tl.sum` and kin at import of `triton`), so `prepare()` must run before either: it turns the
+interpreter on when no CUDA device is present. Torch may import Triton on its own (under a
+TorchDispatchMode, say): the pytest plugin prepares at configure time.
 """
 from __future__ import annotations
 

@@ -49,7 +49,10 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    from specverify import env
     from specverify.checks import CHECKS
+
+    env.prepare()   # before anything imports Triton (torch itself does, e.g. under a TorchDispatchMode)
 
     for name in BACKEND_MARKERS:
         config.addinivalue_line("markers", f"{name}: a specverify test of the {name} backend")
