@@ -21,7 +21,7 @@ from specverify.materialize import Bound, Plan
 class CallError:
     """What went wrong in a call, in words the judge can use without trusting the callee."""
     kind: str                    # "raised", "exit", "signal", "timeout", "lost" (the worker broke protocol),
-                                 # "missing" (an import path that names nothing)
+                                 # "missing" (an import path that names nothing), "load" (it did not load)
     text: str                    # one line
     types: tuple[str, ...] = ()  # "raised": the exception's class and its bases, by name
     trace: str = ""              # the last frames, or the worker's last output lines

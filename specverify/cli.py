@@ -8,8 +8,11 @@ when nothing was checked (every target skipped).
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -63,7 +66,10 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--coverage", action="store_true", help="print what the draws covered, per stage")
     chk.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
                      help="run implementations in worker processes (default: the profile's; always for --impl)")
-    chk.add_argument("--timeout", type=seconds, metavar="S", help="time limit per call (default: the profile's)")
+    chk.add_argument("--timeout", type=seconds, metavar="S",
+                     help="time limit per call, and for importing an outside implementation (default: the profile's)")
+    chk.add_argument("--memory", type=memory_size, metavar="SIZE",
+                     help="address space a worker on the CPU may map, such as 4G or 512M (default: the profile's, 8G)")
     chk.add_argument("--devices", metavar="all|I,J|cpu:N",
                      help="spread the targets over worker processes, one pinned to each GPU (all, or indices "
                           "such as 0,1; repeat one for two workers on it), or N unpinned workers (cpu:N)")
@@ -125,6 +131,19 @@ def int_list(text: str) -> list[int]:
     return values
 
 
+def memory_size(text: str) -> int:
+    """ "8G", "512M", "1048576": bytes, at least 64 MiB."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    number, unit = (text[:-1], units[text[-1].upper()]) if text and text[-1].upper() in units else (text, 1)
+    try:
+        value = int(float(number) * unit)
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a size such as 4G or 512M") from None
+    if value < 64 << 20:
+        raise argparse.ArgumentTypeError(f"{text!r}: at least 64M")
+    return value
+
+
 def seconds(text: str) -> float:
     value = float(text)
     if not value > 0:
@@ -134,6 +153,8 @@ def seconds(text: str) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if hasattr(sys.stdout, "reconfigure"):   # a killed run still shows what it did, in a pipe too
+        sys.stdout.reconfigure(line_buffering=True)
     try:
         with warnings.catch_warnings():   # kernels' and interpreters' warnings are not the run's output
             warnings.simplefilter("ignore")
@@ -249,11 +270,12 @@ def cmd_check(args) -> int:
     waiver_set = waivers.load(args.waivers) if args.waivers else None
     if args.vendor and (args.impl or args.backend):
         raise UsageError("--vendor excludes --impl and --backend")
-    vendor = vendors.resolve(args.vendor, list(registry.all_stages())) if args.vendor else None
+    vendor = vendors.resolve(args.vendor, list(registry.all_stages()), args.timeout or profile.example_timeout
+                             or vendors.READ_TIMEOUT) if args.vendor else None
     targets, outcomes = resolve_targets(args, vendor)
     options = session.Options(profile, profile.run_seed(args.seed), args.examples,
                               args.cases or cases.default_dir(), args.isolate, args.timeout, args.target_timeout,
-                              tuple(args.check) if args.check else None, waiver_set)
+                              tuple(args.check) if args.check else None, waiver_set, args.memory)
     total = session.planned(targets, options)
     outside = bool(args.impl or vendor)
     mode = ("isolated" if options.isolated or outside else "in process") + spread(args)
@@ -263,10 +285,14 @@ def cmd_check(args) -> int:
                       f"{len(vendor.implementations)} stage(s) implemented", markup=False)
     console.print(f"specverify check: profile {profile.name}, seed {options.run_seed}, {len(targets)} target(s), "
                   f"{total} check(s), {mode}, cases to {options.cases_dir}/", markup=False)
+    interrupted = None
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as progress:
+                  console=console, transient=True) as progress, stopped_by_signals():
         try:
             outcomes += run_targets(targets, options, args, ProgressListener(progress, total))
+        except session.Interrupted as stop:
+            outcomes += stop.outcomes
+            interrupted = stop.why
         except session.ImplementationNotFound as exc:
             raise UsageError(f"--impl {exc}") from None
         except ValueError as exc:     # shard.DevicesError, cluster.RayError: --devices or --ray
@@ -279,12 +305,32 @@ def cmd_check(args) -> int:
     run = Run(outcomes, profile.name, options.run_seed, targets[0].device if targets else (args.device or "cpu"),
               vendor, waiver_set, [s for s in registry.all_stages() if implemented is not None
                                    and s not in implemented], str(options.cases_dir))
-    run.exit_status = exit_status(outcomes, waiver_set)
+    run.exit_status = FAILED if interrupted else exit_status(outcomes, waiver_set)
+    run.interrupted = interrupted
     print_run(run, args, outside)
     problems = reports.write(run, args.json, args.junit, args.markdown)
     for line in problems:
         console.print(f"specverify check: error: {line}", markup=False)
     return run.exit_status if run.exit_status == FAILED or not problems else USAGE
+
+
+@contextmanager
+def stopped_by_signals():
+    """SIGTERM and Ctrl-C end the run with the report of what finished (session.Interrupted), in the main
+    thread; the previous handlers come back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(number, frame):
+        raise session.Interrupted(signal.Signals(number).name)
+
+    previous = {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def spread(args) -> str:
@@ -342,6 +388,9 @@ def print_run(run: Run, args, outside: bool) -> None:
             console.print(f"  {w.label} [{w.mode}] {w.scope}: {reports.STATE_WORDS[w.state]}", markup=False)
     if run.exit_status == NOTHING_CHECKED:
         console.print("specverify check: nothing was checked: every target was skipped", markup=False)
+    if run.interrupted:
+        console.print(f"specverify check: interrupted by {run.interrupted}: the reports hold the "
+                      f"{len(run.outcomes)} check(s) that finished", markup=False)
 
 
 def cmd_replay(args) -> int:

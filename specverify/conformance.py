@@ -156,6 +156,7 @@ class Run:
     not_implemented: list[str] = field(default_factory=list)
     cases_dir: str | None = None
     exit_status: int = 0
+    interrupted: str | None = None             # "SIGTERM" when the run was stopped before it finished
     started: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
     def stale(self) -> list:

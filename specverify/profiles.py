@@ -29,6 +29,7 @@ class Profile:
     guard_check: bool = False    # every example twice, with two guard patterns
     example_timeout: float | None = 300.0   # seconds per call
     target_timeout: float | None = None     # seconds per target, all its checks
+    worker_memory: int | None = 8 << 30    # bytes of address space a CPU worker may map (RLIMIT_AS)
 
     def count(self, tier: str, examples: int | None = None) -> int:
         """Examples for a tier; `examples` (--examples) sets the valid tier, the others scale with it."""

@@ -133,7 +133,7 @@ def device_callers(target: Target, base) -> list:
         return [InProcess(base.impl, base.lib, name, base.timeout) for name in names]
     callers = []
     for name in names:
-        caller = Isolated(base.stage_name, base.source, base.lib, name, base.timeout)
+        caller = Isolated(base.stage_name, base.source, base.lib, name, base.timeout, base.memory)
         problem = caller.start()
         if problem is not None:
             for started in callers + [caller]:

@@ -92,7 +92,7 @@ def to_json(run: Run) -> dict[str, Any]:
     if run.waivers is not None:
         waivers = {"file": str(run.waivers.path), "entries": [waiver_json(w) for w in run.waivers.entries]}
     return {"format": FORMAT, "suite": {"name": "specverify", "version": specverify.__version__},
-            "started": run.started, "profile": run.profile, "seed": run.seed, "exit_status": run.exit_status,
+            "started": run.started, "interrupted": run.interrupted, "profile": run.profile, "seed": run.seed, "exit_status": run.exit_status,
             "versions": env.versions(), "machine": machine(run.device), "cases_dir": run.cases_dir,
             "oracles": oracles(run), "implementations": implementations(run), "vendor": vendor,
             "verdicts": [{"stage": v.stage, "backend": v.backend, "device": v.device, "source": v.source,
@@ -161,6 +161,8 @@ def markdown(run: Run) -> str:
              f"device `{m['device']}` ({m.get('gpu', m['machine'])}); {versions}.", "",
              f"**Result: {words}** (exit status {run.exit_status}). " + ", ".join(
                  f"{v} {TOTAL_WORDS[k]}" for k, v in data["totals"].items() if v) + ".", ""]
+    if run.interrupted:
+        lines += [f"**Interrupted by {run.interrupted}**: this report holds the checks that finished.", ""]
     if run.vendor is not None:
         v = data["vendor"]
         lines += [f"Declared by `{v['declaration']}`" + (f" ({v['distribution']})" if v["distribution"] else "")

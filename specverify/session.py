@@ -38,6 +38,7 @@ class Options:
     target_timeout: float | None = None    # None: the profile's
     checks: tuple[str, ...] | None = None  # None: every check that applies and is asked by default
     waivers: object = None                 # waivers.WaiverSet or None
+    memory: int | None = None              # bytes a worker may map (None: the profile's)
 
     @property
     def isolated(self) -> bool:
@@ -48,8 +49,22 @@ class Options:
         return self.example_timeout if self.example_timeout is not None else self.profile.example_timeout
 
     @property
+    def worker_memory(self) -> int | None:
+        return self.memory if self.memory is not None else self.profile.worker_memory
+
+    @property
     def per_target(self) -> float | None:
         return self.target_timeout if self.target_timeout is not None else self.profile.target_timeout
+
+
+class Interrupted(BaseException):
+    """SIGTERM or Ctrl-C in the judge: the run stops (its workers ended) with the outcomes that finished
+    (BaseException: Hypothesis and the checks let it through)."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+        self.outcomes: list[Outcome] = []
 
 
 class Listener:
@@ -69,7 +84,8 @@ def runs_isolated(target: Target, options: Options) -> bool:
 
 def caller_for(target: Target, options: Options):
     if runs_isolated(target, options):
-        caller = Isolated(target.stage.name, target.source, target.backend.lib, target.device, options.per_call)
+        caller = Isolated(target.stage.name, target.source, target.backend.lib, target.device, options.per_call,
+                          options.worker_memory)
         problem = caller.start()
         if problem is not None and problem.kind == "missing":
             caller.close()
@@ -102,9 +118,13 @@ def planned(targets: list[Target], options: Options) -> int:
 def run(targets: list[Target], options: Options, listener: Listener | None = None) -> list[Outcome]:
     env.prepare()
     listener = listener or Listener()
-    outcomes = []
+    outcomes: list[Outcome] = []
     for target in targets:
-        outcomes += run_target(target, options, listener)
+        try:
+            outcomes += run_target(target, options, listener)
+        except Interrupted as stop:
+            stop.outcomes = outcomes + stop.outcomes
+            raise
     return outcomes
 
 
@@ -120,10 +140,16 @@ def run_target(target: Target, options: Options, listener: Listener, only: set[s
     outcomes = []
     caller = caller_for(target, options) if any(waiver is None for _, waiver in plan) else None
     module = fingerprint(target, caller) if caller is not None else {}
+    unloadable = getattr(caller, "load_error", None)
     deadline = time.monotonic() + options.per_target if options.per_target else None
     try:
         for check, waiver in plan:
-            if waiver is None:
+            if waiver is None and unloadable is not None:   # tried once: every check fails with it, no case
+                outcome = Outcome(target.stage.name, target.backend.name, target.device, check.name,
+                                  status="failed", kind="load", headline=f"{target.label} {unloadable.text}",
+                                  report="\n".join(filter(None, (f"{target.label} {unloadable.text}",
+                                                                 unloadable.trace))))
+            elif waiver is None:
                 outcome = run_one(target, check, caller, options, deadline, listener)
             else:
                 outcome = Outcome(target.stage.name, target.backend.name, target.device, check.name,
@@ -133,6 +159,9 @@ def run_target(target: Target, options: Options, listener: Listener, only: set[s
                 waivers.settle(target, outcome)
             listener.check_done(target, outcome)
             outcomes.append(outcome)
+    except Interrupted as stop:
+        stop.outcomes = outcomes
+        raise
     finally:
         if caller is not None:
             caller.close()

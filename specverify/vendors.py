@@ -32,6 +32,7 @@ GROUP = "specverify.vendors"
 DEFAULT_ATTR = "IMPLEMENTATIONS"
 IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 MAX_ANSWER = 1 << 20
+READ_TIMEOUT = 300.0     # seconds to import a declaration, where the run sets no per-call limit
 
 
 class VendorError(LookupError):
@@ -54,7 +55,7 @@ def registered() -> dict[str, list]:
     return found
 
 
-def resolve(name: str, known: list[str], timeout: float = 300.0) -> Vendor:
+def resolve(name: str, known: list[str], timeout: float = READ_TIMEOUT) -> Vendor:
     """The vendor `name` (an entry point of the group, else a module path) and the stages it implements."""
     eps = registered().get(name, [])
     if len({ep.value for ep in eps}) > 1:
@@ -86,28 +87,15 @@ def resolve(name: str, known: list[str], timeout: float = 300.0) -> Vendor:
 
 
 def read_declaration(ref: str, timeout: float) -> dict[str, str] | str:
-    """The declared mapping, read by a worker process; a one-line problem (str) when there is none."""
-    from specverify.worker import context
+    """The declared mapping, read by a contained worker process within `timeout` seconds; a one-line
+    problem (str) when there is none."""
+    from specverify.worker import ask_once
 
-    ctx = context()
-    parent, child = ctx.Pipe()
-    process = ctx.Process(target=declaration_main, args=(child, ref), daemon=True)
-    process.start()
-    child.close()
-    try:
-        if not parent.poll(timeout):
-            return f"reading {ref} timed out after {timeout:g} s"
-        answer = json.loads(parent.recv_bytes(MAX_ANSWER))
-    except (EOFError, OSError, ValueError, UnicodeDecodeError):
-        process.join(5)
-        return f"reading {ref} crashed its process (exit status {process.exitcode})"
-    finally:
-        if process.is_alive():
-            process.kill()
-        process.join(5)
-        parent.close()
-    if not isinstance(answer, dict) or not answer.get("ok"):
-        return str(answer.get("error") if isinstance(answer, dict) else "an answer out of protocol")[:300]
+    answer = ask_once(declaration_main, (ref,), timeout, MAX_ANSWER)
+    if isinstance(answer, str):
+        return f"reading {ref}: {answer}"
+    if not answer.get("ok"):
+        return str(answer.get("error"))[:300]
     found = answer.get("implementations")
     if not isinstance(found, dict) or not all(isinstance(k, str) and isinstance(v, str) and IMPORT_PATH.match(v)
                                               for k, v in found.items()):
@@ -116,10 +104,11 @@ def read_declaration(ref: str, timeout: float) -> dict[str, str] | str:
 
 
 def declaration_main(conn, ref: str) -> None:
-    """In a worker: import the declaration and answer with its stage -> "module:function" mapping."""
-    from specverify import env
+    """In a contained worker: import the declaration and answer with its stage -> "module:function" mapping."""
+    from specverify import env, sandbox
     from specverify.calls import error_text
 
+    sandbox.contain([conn.fileno()], None, "cpu")
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)

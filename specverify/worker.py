@@ -1,18 +1,27 @@
 """Isolated calls: an implementation runs in a worker process, the verdict stays here.
 
-One worker per target, forked from a multiprocessing forkserver that has the heavy imports done. The
-parent sends the plan and the arena (pickled: parent to child only); the worker calls the implementation
-and answers with a JSON header and the arena's raw bytes, never a pickle, so nothing a hostile
-implementation does in its process can run code in the judge or change its verdict. A worker that dies
-(any exit, any signal), answers out of protocol or runs past the time limit is killed, its failure is
-reported in words, and the next call starts a fresh worker.
+One worker per target, forked from a multiprocessing forkserver that has the heavy imports done, and
+contained (`specverify.sandbox`): its own session and process group, and where the kernel allows it a PID
+namespace, so nothing the implementation starts outlives the target and no signal it sends reaches the
+judge. The judge sends the plan and the arena (pickled: judge to worker only); the worker calls the
+implementation and answers with a JSON header and the arena's raw bytes, never a pickle, so nothing a
+hostile implementation does in its process can run code in the judge. Every read of an answer is bounded
+by the call's deadline and by sizes taken from the plan (header bytes, nesting depth, the arena's exact
+size); anything else is "answered out of protocol". A worker that dies (any exit, any signal), breaks
+protocol or runs past its time is ended with everything it started, its failure is reported in words,
+and the next call starts a fresh worker. Loading the implementation is bounded by the same per-call limit
+and tried once.
 """
 from __future__ import annotations
 
+import errno
 import json
 import multiprocessing
 import os
+import pickle
+import select
 import signal
+import struct
 import tempfile
 import time
 from pathlib import Path
@@ -20,17 +29,20 @@ from typing import Any
 
 import numpy as np
 
-from specverify import env
+from specverify import env, sandbox
 from specverify.calls import CallError, Result, error_text, invoke
 from specverify.materialize import Plan
 
-MAX_HEADER = 64 << 20       # bytes: the JSON answer (a host stage's returned lists included)
-START_TIMEOUT = 300.0       # seconds for a fresh worker to import the implementation
-PRELOAD = ["numpy", "torch", "hypothesis", "specverify.registry", "specverify.materialize", "specverify.calls"]
+LOAD_ANSWER = 1 << 20       # bytes: the answer to loading (ready, the module's fingerprint)
+LOG_TAIL = 4096             # bytes of a worker's output kept for a report
+LOG_LINE = 240              # characters of one output line kept
+PRELOAD = ["numpy", "torch", "hypothesis", "specverify.registry", "specverify.materialize", "specverify.calls",
+           "specverify.sandbox"]
 
 
 def context():
-    """The multiprocessing context workers start from (forkserver: no CUDA state is ever forked).
+    """The multiprocessing context workers start from (forkserver: no CUDA state is ever forked); a server
+    that is gone is started again.
 
     The server is started from the folder that holds this package: it imports PRELOAD with the current
     folder first on its path, and a folder named `specverify` in the user's current folder (the clone's
@@ -51,28 +63,66 @@ def context():
     return ctx
 
 
+def answer_limit(plan: Plan) -> int:
+    """Most bytes a call's JSON header may take: returned values scale with the plan's data."""
+    return (1 << 20) + 64 * data_bytes(plan)
+
+
+def item_limit(plan: Plan) -> int:
+    """Most elements a returned value may have before the worker stops describing it."""
+    return 4096 + 4 * data_bytes(plan)
+
+
+def data_bytes(plan: Plan) -> int:
+    values = sum(len(pickle.dumps(v)) for v in plan.values.values())
+    return plan.size + values + sum(a.nbytes for _, a in plan.containers.values())
+
+
 # --- values crossing the process boundary: JSON-safe, types kept ------------------------------------
 
-def encode(value: Any, depth: int = 0) -> Any:
-    """A JSON-safe description of a host value that `decode` turns back into the same types."""
+class Budget:
+    """How many more elements `encode` may describe."""
+
+    def __init__(self, items: int):
+        self.items = items
+
+    def take(self, n: int) -> bool:
+        self.items -= n
+        return self.items >= 0
+
+
+def encode(value: Any, budget: Budget, depth: int = 0) -> Any:
+    """A JSON-safe description of a host value that `decode` turns back into the same types; values nested
+    too deep or larger than the budget are described as such (they equal nothing)."""
     if depth > 32:
         return {"t": "other", "type": "nested too deep"}
+    if not budget.take(1):
+        return {"t": "other", "type": "too large to return"}
     if value is None or isinstance(value, (bool, str)):
+        if isinstance(value, str) and not budget.take(len(value) // 64):
+            return {"t": "other", "type": "too large to return"}
         return {"t": type(value).__name__, "v": value}
     if type(value) is int:
-        return {"t": "int", "v": str(value)}
+        return {"t": "int", "v": str(value)} if value.bit_length() < 4096 else {"t": "other", "type": "huge int"}
     if type(value) is float:
         return {"t": "float", "v": np.float64(value).tobytes().hex()}
+    if type(value) in (list, tuple, dict) and not budget.take(len(value)):
+        return {"t": "other", "type": "too large to return"}
     if type(value) in (list, tuple):
-        return {"t": type(value).__name__, "v": [encode(v, depth + 1) for v in value]}
+        return {"t": type(value).__name__, "v": [encode(v, budget, depth + 1) for v in value]}
     if type(value) is dict:
-        return {"t": "dict", "v": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+        return {"t": "dict", "v": [[encode(k, budget, depth + 1), encode(v, budget, depth + 1)]
+                                   for k, v in value.items()]}
     if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+        if not budget.take(value.size):
+            return {"t": "other", "type": "too large to return"}
         return {"t": "ndarray", "dtype": value.dtype.str, "shape": list(value.shape),
                 "v": np.ascontiguousarray(value).tobytes().hex()}
     if isinstance(value, np.generic) and value.dtype.kind in "biuf":
         return {"t": "npscalar", "dtype": value.dtype.str, "v": value.tobytes().hex()}
     if type(value).__module__ == "torch" and type(value).__name__ == "Tensor":
+        if not budget.take(value.numel()):
+            return {"t": "other", "type": "too large to return"}
         array = value.detach().cpu().contiguous()
         name = str(array.dtype).removeprefix("torch.")
         if name in ("bool", "int8", "uint8", "int16", "int32", "int64", "float16", "float32", "float64"):
@@ -90,9 +140,9 @@ class Opaque:
         return f"<{self.type_name}>"
 
 
-def decode(d: Any) -> Any:
+def decode(d: Any, depth: int = 0) -> Any:
     """The value `encode` described; a malformed description raises ValueError."""
-    if not isinstance(d, dict) or "t" not in d:
+    if depth > 40 or not isinstance(d, dict) or "t" not in d:
         raise ValueError("malformed value")
     t, v = d["t"], d.get("v")
     if t in ("NoneType", "bool", "str"):
@@ -102,34 +152,49 @@ def decode(d: Any) -> Any:
     if t == "float":
         return float(np.frombuffer(bytes.fromhex(v), np.float64)[0])
     if t in ("list", "tuple"):
-        items = [decode(x) for x in v]
+        items = [decode(x, depth + 1) for x in v]
         return items if t == "list" else tuple(items)
     if t == "dict":
-        return {decode(k): decode(x) for k, x in v}
-    if t in ("ndarray", "npscalar"):
+        return {decode(k, depth + 1): decode(x, depth + 1) for k, x in v}
+    if t in ("ndarray", "npscalar", "tensor"):
         dtype = np.dtype(d["dtype"])
-        if dtype.kind not in "biuf":
-            raise ValueError("malformed dtype")
+        if dtype.kind not in "biuf" or (t != "npscalar" and (not isinstance(d["shape"], list) or len(d["shape"]) > 8)):
+            raise ValueError("malformed dtype or shape")
         raw = np.frombuffer(bytes.fromhex(v), dtype)
-        return raw.reshape(d["shape"]).copy() if t == "ndarray" else raw[0]
-    if t == "tensor":
-        import torch
+        if t == "npscalar":
+            return raw[0]
+        array = raw.reshape(d["shape"]).copy()
+        if t == "tensor":
+            import torch
 
-        raw = np.frombuffer(bytes.fromhex(v), np.dtype(d["dtype"]))
-        return torch.from_numpy(raw.reshape(d["shape"]).copy())
+            return torch.from_numpy(array)
+        return array
     if t == "other":
-        return Opaque(str(d.get("type")))
+        return Opaque(str(d.get("type"))[:200])
     raise ValueError("malformed value")
+
+
+def parse_header(data: bytes) -> dict:
+    """A JSON object from a worker; ValueError for anything else (nesting too deep included)."""
+    try:
+        found = json.loads(data)
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+    if not isinstance(found, dict):
+        raise ValueError("not a JSON object")
+    return found
 
 
 # --- the worker process --------------------------------------------------------------------------------
 
-def worker_main(conn, stage_name: str, source: str, lib: str, device: str, log_path: str) -> None:
-    """Load the implementation, then answer calls until told to stop."""
+def worker_main(conn, stage_name: str, source: str, lib: str, device: str, log_path: str,
+                memory: int | None) -> None:
+    """Contain this process (the runner returns here), load the implementation, answer calls until told
+    to stop."""
+    sandbox.contain([conn.fileno()], memory, device)
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C is the parent's to handle
     from specverify import backends
 
     try:
@@ -145,10 +210,12 @@ def worker_main(conn, stage_name: str, source: str, lib: str, device: str, log_p
         message = conn.recv()
         if message is None:
             return
-        plan, data, checked, probe = message
+        plan, data, checked, probe, items = message
         arena = np.frombuffer(bytearray(data), np.uint8)
         returned, error, bound, measures = invoke(impl, plan, arena, lib, device, checked, None, probe)
-        header = {"returned": encode(returned), "values": {k: encode(v) for k, v in bound.values_after().items()},
+        values = Budget(items)
+        header = {"returned": encode(returned, Budget(items)),
+                  "values": {k: encode(v, values) for k, v in bound.values_after().items()},
                   "error": None if error is None else [error.kind, error.text, list(error.types), error.trace],
                   "measures": measures}
         conn.send_bytes(json.dumps(header).encode())
@@ -162,46 +229,171 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+def tail(path: str) -> str:
+    """The last lines a worker printed, at most LOG_TAIL bytes, each line cut to LOG_LINE characters."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - LOG_TAIL))
+            text = f.read(LOG_TAIL).decode(errors="replace")
+    except OSError:
+        return ""
+    lines = text.rstrip().splitlines()[-8:]
+    return "\n".join(line if len(line) <= LOG_LINE else line[:LOG_LINE] + f"... ({len(line)} characters)"
+                     for line in lines)
+
+
+class Incomplete(Exception):
+    """A frame that did not arrive whole: the worker ended (`ended`) or the deadline came (`late`)."""
+
+    def __init__(self, ended: bool, started: bool):
+        self.ended, self.started = ended, started
+
+
+class Channel:
+    """The judge's end of a worker's socket: framed reads and writes, each bounded by a deadline (and reads
+    by a size), watching the worker's end as well as the socket."""
+
+    def __init__(self, conn, sentinel: int):
+        self.conn, self.fd, self.sentinel = conn, conn.fileno(), sentinel
+        os.set_blocking(self.fd, False)
+
+    def wait(self, events: int, deadline: float | None) -> bool:
+        """Until the socket is ready for `events` (True), the deadline passes or the worker ends (False)."""
+        poller = select.poll()
+        poller.register(self.fd, events)
+        poller.register(self.sentinel, select.POLLIN)
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = dict(poller.poll(None if left is None else left * 1000))
+            if self.fd in ready:
+                return True
+            if self.sentinel in ready or left == 0:
+                return False
+
+    def read_exact(self, n: int, deadline: float | None, started: bool) -> bytes:
+        chunks, got = [], 0
+        while got < n:
+            if not self.wait(select.POLLIN, deadline):
+                raise Incomplete(ended=time.monotonic() < (deadline or float("inf")), started=started or got > 0)
+            try:
+                chunk = os.read(self.fd, min(n - got, 1 << 20))
+            except BlockingIOError:
+                continue
+            except OSError:
+                raise Incomplete(ended=True, started=started or got > 0) from None
+            if not chunk:
+                raise Incomplete(ended=True, started=started or got > 0)
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+
+    def read_frame(self, deadline: float | None, limit: int, exact: bool = False) -> bytes:
+        """One frame (multiprocessing's framing: a 4-byte length, -1 then 8 bytes for long frames) of at most
+        `limit` bytes (`exact`: of exactly `limit`); ValueError for a frame of another size."""
+        size = struct.unpack("!i", self.read_exact(4, deadline, False))[0]
+        if size == -1:
+            size = struct.unpack("!Q", self.read_exact(8, deadline, True))[0]
+        if size < 0 or size > limit or (exact and size != limit):
+            raise ValueError(f"an answer of {size} bytes (expected {'exactly' if exact else 'at most'} {limit})")
+        return self.read_exact(size, deadline, True)
+
+    def send(self, message: Any, deadline: float | None) -> bool:
+        """Pickle and send one message; False when the worker does not take it before the deadline."""
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        head = struct.pack("!i", len(data)) if len(data) <= 0x7FFFFFFF else struct.pack("!iQ", -1, len(data))
+        view = memoryview(head + data)
+        while view:
+            if not self.wait(select.POLLOUT, deadline):
+                return False
+            try:
+                view = view[os.write(self.fd, view[:1 << 20]):]
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                if exc.errno in (errno.EPIPE, errno.ECONNRESET):
+                    return False
+                raise
+        return True
+
+
 class Isolated:
-    """Calls one implementation (by import path) in a worker process, with a time limit per call."""
+    """Calls one implementation (by import path) in a worker process, with a time limit per call (loading
+    included) and a memory limit."""
 
     isolated = True
 
-    def __init__(self, stage_name: str, source: str, lib: str, device: str, timeout: float | None):
+    def __init__(self, stage_name: str, source: str, lib: str, device: str, timeout: float | None,
+                 memory: int | None = None):
         self.stage_name, self.source, self.lib, self.device = stage_name, source, lib, device
-        self.timeout = timeout
+        self.timeout, self.memory = timeout, memory
         self.process = None
-        self.conn = None
+        self.channel: Channel | None = None
         self.log = tempfile.NamedTemporaryFile(prefix="specverify-worker-", suffix=".log", delete=False)
         self.log.close()
-        self.load_error: str | None = None
+        self.load_error: CallError | None = None     # loading failed once: every later call says so
         self.fingerprint: dict | None = None      # the implementation's module, as the worker found it
 
-    def output_tail(self, lines: int = 8) -> str:
-        try:
-            text = Path(self.log.name).read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.rstrip().splitlines()[-lines:])
+    def output_tail(self) -> str:
+        return tail(self.log.name)
+
+    def spawn(self):
+        """A started worker process and the judge's end of its connection; one retry with a fresh
+        forkserver when the server is gone."""
+        for attempt in (1, 2):
+            ctx = context()
+            parent, child = ctx.Pipe()
+            process = ctx.Process(target=worker_main, daemon=True,
+                                  args=(child, self.stage_name, self.source, self.lib, self.device, self.log.name,
+                                        self.memory))
+            try:
+                process.start()
+            except (EOFError, OSError, ConnectionError):   # the forkserver died: start it again
+                parent.close()
+                child.close()
+                restart_forkserver()
+                if attempt == 2:
+                    raise
+                continue
+            child.close()
+            return process, parent
+        raise AssertionError("unreachable")
 
     def start(self) -> CallError | None:
-        ctx = context()
-        parent, child = ctx.Pipe()
+        """Start the worker and load the implementation (once: a failure is kept for every later call)."""
+        if self.load_error is not None:
+            return self.load_error
         Path(self.log.name).write_text("")
-        self.process = ctx.Process(target=worker_main, daemon=True,
-                                   args=(child, self.stage_name, self.source, self.lib, self.device, self.log.name))
-        self.process.start()
-        child.close()
-        self.conn = parent
-        answer = self.receive_header(max(START_TIMEOUT, self.timeout or 0), starting=True)
-        if isinstance(answer, CallError):
-            return answer
+        try:
+            self.process, conn = self.spawn()
+        except (EOFError, OSError, ConnectionError) as exc:
+            self.load_error = CallError("load", f"could not start a worker process: {error_text(exc)}")
+            return self.load_error
+        self.channel = Channel(conn, self.process.sentinel)
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        try:
+            answer = parse_header(self.channel.read_frame(deadline, LOAD_ANSWER))
+        except Incomplete as exc:
+            if exc.ended:
+                problem = self.died()
+                self.load_error = CallError("load", f"could not be loaded: {problem.text} while importing it",
+                                            trace=problem.trace)
+            else:
+                self.stop()
+                self.load_error = CallError("load", f"could not be loaded: the import did not finish in "
+                                                    f"{self.timeout:g} s", trace=self.output_tail())
+            return self.load_error
+        except ValueError as exc:
+            self.stop()
+            self.load_error = CallError("load", f"could not be loaded: answered out of protocol ({exc})")
+            return self.load_error
         if not answer.get("ready"):
             self.stop()
-            self.load_error = str(answer.get("error"))[:300]
-            if answer.get("missing") is True:
-                return CallError("missing", self.load_error)
-            return CallError("raised", f"could not be loaded: {self.load_error}")
+            text = str(answer.get("error"))[:300]
+            self.load_error = CallError("missing" if answer.get("missing") is True else "load",
+                                        text if answer.get("missing") is True else f"could not be loaded: {text}")
+            return self.load_error
         if self.fingerprint is None:
             from specverify.provenance import checked_fingerprint
 
@@ -209,74 +401,46 @@ class Isolated:
         return None
 
     def stop(self) -> None:
+        """End the worker and everything it started; reap it."""
         if self.process is not None:
-            if self.process.is_alive():
-                self.process.kill()
-            self.process.join(5)
-        if self.conn is not None:
-            self.conn.close()
-        self.process = self.conn = None
+            if self.process.pid is not None:
+                sandbox.end(self.process.pid)
+            self.process.join(10)
+        if self.channel is not None:
+            self.channel.conn.close()
+        self.process = self.channel = None
 
     def close(self) -> None:
-        if self.process is not None and self.process.is_alive() and self.conn is not None:
-            try:
-                self.conn.send(None)
-                self.process.join(2)
-            except OSError:
-                pass
         self.stop()
         Path(self.log.name).unlink(missing_ok=True)
 
     def died(self) -> CallError:
         """The worker is gone or broke protocol: say how, in words."""
-        self.process.join(2)
+        self.process.join(5)
         code = self.process.exitcode
-        tail = self.output_tail()
+        trace = self.output_tail()
         self.stop()
         if code is None:
-            return CallError("lost", "answered out of protocol (its process was killed)", trace=tail)
+            return CallError("lost", "answered out of protocol (its process was killed)", trace=trace)
         if code < 0:
-            return CallError("signal", f"killed by {signal_name(-code)} (the process crashed)", trace=tail)
-        return CallError("exit", f"exited with status {code} inside the call", trace=tail)
-
-    def receive_header(self, timeout: float | None, starting: bool = False) -> dict | CallError:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if not self.conn.poll(None if deadline is None else max(0.0, deadline - time.monotonic())):
-            self.stop()
-            what = "loading" if starting else "the call"
-            return CallError("timeout", f"timed out: {what} still running after {timeout:g} s")
-        try:
-            answer = json.loads(self.conn.recv_bytes(MAX_HEADER))
-        except (EOFError, OSError, ValueError, UnicodeDecodeError):
-            return self.died()
-        return answer if isinstance(answer, dict) else self.died()
+            return CallError("signal", f"killed by {signal_name(-code)} (the process crashed)", trace=trace)
+        return CallError("exit", f"exited with status {code} inside the call", trace=trace)
 
     def call(self, plan: Plan, arena: np.ndarray, checked: bool = False, probe: str = "plain") -> Result:
-        if self.load_error is not None:
-            return Result(None, {}, None, CallError("raised", f"could not be loaded: {self.load_error}"))
-        if self.process is None or not self.process.is_alive():
+        if self.process is None:
             problem = self.start()
             if problem is not None:
                 return Result(None, {}, None, problem)
-        started = time.monotonic()
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        if not self.channel.send((plan, arena.tobytes(), checked, probe, item_limit(plan)), deadline):
+            return Result(None, {}, None, self.died() if not self.process.is_alive() else self.late(False))
         try:
-            self.conn.send((plan, arena.tobytes(), checked, probe))
-        except OSError:
-            return Result(None, {}, None, self.died())
-        header = self.receive_header(self.timeout)
-        if isinstance(header, CallError):
-            return Result(None, {}, None, header)
-        left = None if self.timeout is None else max(0.0, self.timeout - (time.monotonic() - started))
-        if not self.conn.poll(left if left is not None else None):
-            self.stop()
-            return Result(None, {}, None, CallError("timeout", f"timed out after {self.timeout:g} s"))
-        try:
-            data = self.conn.recv_bytes(plan.size)
-            if len(data) != plan.size:
-                raise ValueError("arena of the wrong size")
+            header = parse_header(self.channel.read_frame(deadline, answer_limit(plan)))
+            data = self.channel.read_frame(deadline, plan.size, exact=True)
             error = header["error"]
             error = None if error is None else CallError(str(error[0]), str(error[1])[:300],
-                                                         tuple(str(t) for t in error[2]), str(error[3])[-4000:])
+                                                         tuple(str(t)[:100] for t in error[2][:32]),
+                                                         str(error[3])[-4000:])
             if error is not None and error.kind not in ("raised", "exit", "timeout"):
                 raise ValueError("unknown error kind")
             values = {k: decode(v) for k, v in header["values"].items()}
@@ -284,9 +448,68 @@ class Isolated:
             measures = header["measures"]
             if not isinstance(measures, dict):
                 raise ValueError("measures must be an object")
-        except (EOFError, OSError):
-            return Result(None, {}, None, self.died())
-        except (ValueError, KeyError, TypeError, IndexError):
+        except Incomplete as exc:
+            return Result(None, {}, None, self.died() if exc.ended else self.late(exc.started))
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError) as exc:
             self.stop()
-            return Result(None, {}, None, CallError("lost", "answered out of protocol"))
+            return Result(None, {}, None, CallError("lost", f"answered out of protocol ({str(exc)[:120]})"))
         return Result(np.frombuffer(data, np.uint8).copy(), values, returned, error, measures)
+
+    def late(self, started: bool) -> CallError:
+        """The deadline came: the worker is ended; an answer begun and not finished is out of protocol."""
+        trace = self.output_tail()
+        self.stop()
+        if started:
+            return CallError("lost", f"answered out of protocol: its answer was still incomplete after "
+                                     f"{self.timeout:g} s", trace=trace)
+        return CallError("timeout", f"timed out after {self.timeout:g} s", trace=trace)
+
+
+def restart_forkserver() -> None:
+    """Forget a forkserver that is gone, so the next context() starts a new one."""
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver
+    pid = server._forkserver_pid
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+    if server._forkserver_alive_fd is not None:
+        try:
+            os.close(server._forkserver_alive_fd)
+        except OSError:
+            pass
+    server._forkserver_pid = server._forkserver_alive_fd = server._forkserver_address = None
+
+
+def ask_once(main, args: tuple, timeout: float, limit: int) -> dict | str:
+    """Run `main(conn, *args)` in a contained worker process and read the one JSON object it answers
+    (within `timeout` seconds and `limit` bytes); a one-line problem (str) otherwise. The worker and all it
+    started are ended before this returns."""
+    ctx = context()
+    parent, child = ctx.Pipe()
+    process = ctx.Process(target=main, args=(child, *args), daemon=True)
+    try:
+        process.start()
+    except (EOFError, OSError, ConnectionError):
+        restart_forkserver()
+        return "its worker process could not be started (the forkserver was lost; try again)"
+    child.close()
+    channel = Channel(parent, process.sentinel)
+    try:
+        return parse_header(channel.read_frame(time.monotonic() + timeout, limit))
+    except Incomplete as exc:
+        if exc.ended:
+            process.join(5)
+            return f"its process ended (exit status {process.exitcode}) before it answered"
+        return f"did not finish in {timeout:g} s"
+    except ValueError as exc:
+        return f"answered out of protocol ({exc})"
+    finally:
+        if process.pid is not None:
+            sandbox.end(process.pid)
+        process.join(10)
+        parent.close()

@@ -1,0 +1,131 @@
+"""A process tree the judge can always end: how a worker process contains what an implementation starts.
+
+`contain()` is the first thing a worker process does (before any outside code is imported). It leaves the
+judge's session and process group (`setsid`), so a signal an implementation sends to "its" group never
+reaches the judge, and, where the kernel allows it (root, or unprivileged user namespaces), puts the
+implementation into a PID namespace of its own:
+
+    worker (P, the process the judge started; outside the namespace)
+      └── init (PID 1 of the new namespace; runs no outside code: it only reaps)
+            └── runner (the implementation runs here, and everything it starts)
+
+Inside the namespace nothing outside it can be seen or signalled: not the judge, not the forkserver, not
+the worker. When the runner ends (any exit, any signal), init ends, and the kernel kills every process left
+in the namespace, a detached daemon included; the worker then ends the way the runner did (same exit status,
+same signal), so the judge reads the runner's fate from the worker it started. The judge ends a target by
+killing the worker's process group (`end`), which takes init and so the whole namespace with it.
+
+Where no PID namespace can be made, the runner is the worker itself, in its own session: signals to its
+group still stay there, and `end` kills the group, but a process that starts a session of its own escapes.
+
+Limits set on the runner: no core files, and on CPU workers an address-space limit (`RLIMIT_AS`; CUDA
+reserves far more address space than it uses, so CUDA workers get none). What this does not protect
+against: anything the same user may do outside the process tree (write files, ptrace, read /proc); run the
+suite as another user for that.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+import struct
+
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+
+
+def new_pid_namespace() -> bool:
+    """Make this process's next child the init of a new PID namespace; False where the kernel refuses."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return False
+    for flags in (CLONE_NEWPID, CLONE_NEWUSER | CLONE_NEWPID):
+        if libc.unshare(flags) == 0:
+            return True
+    return False
+
+
+def limit_runner(memory: int | None, device: str) -> None:
+    """The runner's resource limits: no core files; `memory` bytes of address space on a CPU worker."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if memory and device == "cpu":
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
+
+def contain(keep: list[int], memory: int | None, device: str) -> None:
+    """Called first in a worker process. Returns only in the runner; the worker and init end here with the
+    runner's fate. `keep`: file descriptors (the judge's connection) that only the runner may hold."""
+    os.setsid()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the judge's to handle; the worker has no terminal
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if not new_pid_namespace():
+        limit_runner(memory, device)
+        return
+    fate_r, fate_w = os.pipe()
+    init = os.fork()
+    if init == 0:
+        os.close(fate_r)
+        runner = os.fork()
+        if runner == 0:
+            os.close(fate_w)
+            limit_runner(memory, device)
+            return
+        for fd in keep:
+            os.close(fd)
+        os.write(fate_w, struct.pack("i", reap_until(runner)))
+        os._exit(0)                                  # the namespace ends with its init
+    os.close(fate_w)
+    for fd in keep:
+        os.close(fd)
+    data = b""
+    while len(data) < 4:
+        chunk = os.read(fate_r, 4 - len(data))
+        if not chunk:
+            break
+        data += chunk
+    os.waitpid(init, 0)
+    end_like(struct.unpack("i", data)[0] if len(data) == 4 else 255 << 8)
+
+
+def reap_until(runner: int) -> int:
+    """init's loop: reap every child (orphans are reparented here) until the runner ends; its wait status."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return 255 << 8
+        except InterruptedError:
+            continue
+        if pid == runner:
+            return status
+
+
+def end_like(status: int) -> None:
+    """End this process as a child with wait status `status` ended: the same signal, or the same exit code."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            signal.signal(number, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [number])
+            os.kill(os.getpid(), number)
+        except (OSError, ValueError):
+            pass
+        os._exit(128 + number)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 255)
+
+
+def end(pid: int) -> None:
+    """Kill a worker's whole process group (and with it its PID namespace), or the worker alone when it has
+    not made its group yet."""
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+            return
+    except OSError:
+        pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass

@@ -1,0 +1,167 @@
+"""A judge nothing can kill, stall or outlive: each hostile `rejection.greedy` (tests/hostile_process.py),
+run as a vendor beside a correct `rejection.expand`, is that target's reported failure; the other target
+passes, the exit status is 1, the JSON report is written once by the judge, and no process the
+implementation started is alive afterwards. Each run is a `specverify check` in a process of its own
+(its own session), so a judge that could be killed would fail the test, not the test run."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPAND = "specverify.kernels.torch.rejection:expand"
+
+
+def environment(tmp_path: Path) -> dict:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)]),
+            "HOSTILE_PIDS": str(tmp_path / "pids"), "PYTHONUNBUFFERED": "0"}
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def survivors(tmp_path: Path) -> list[int]:
+    path = tmp_path / "pids"
+    pids = [int(x) for x in path.read_text().split()] if path.exists() else []
+    deadline = time.monotonic() + 3
+    while any(map(alive, pids)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [p for p in pids if alive(p)]
+
+
+def judge(tmp_path: Path, argv: list[str], timeout: float = 150) -> tuple[int, str, float]:
+    """Run `specverify check ARGV` in its own session; (exit status, output, seconds)."""
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "specverify", "check", *argv], cwd=tmp_path,
+                            env=environment(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGCONT)
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"the judge did not finish in {timeout} s:\n{out.decode(errors='replace')[-3000:]}")
+    return proc.returncode, out.decode(errors="replace"), time.monotonic() - started
+
+
+# Each hostile implementation is declared for a stage of its own (what it does does not depend on the
+# stage: none writes a right output), beside a correct rejection.expand, all in one run.
+HOSTILE = {
+    "rejection.greedy": ("kills_its_group", "killed by SIGKILL"),
+    "rejection.random": ("terminates_group_zero", "killed by SIGTERM"),
+    "rejection.recovered": ("stops_the_judge", "tried to stop the judge"),
+    "rejection.greedy_padded": ("forks_a_sleeper", "left a sleeper behind"),
+    "rejection.sample_padded": ("child_holds_the_socket_then_exits", "exited with status 3"),
+    "eagle.next_token_padded": ("detached_report_rewriter", "left a daemon behind"),
+    "eagle.prepare_inputs_padded": ("stalls_its_answer", "answered out of protocol: its answer was still incomplete"),
+    "eagle.extend_queries": ("answers_deep_json", "answered out of protocol"),
+    "eagle.step_slot_mapping": ("returns_a_huge_list", "it returned a Opaque"),
+    "graph.step_context": ("prints_a_huge_line_then_exits", "exited with status 1"),
+    "stop.spec_stopping": ("hogs_memory", "MemoryError"),
+}
+
+
+def vendor_run(tmp_path: Path, declared: dict[str, str], *extra: str) -> tuple[int, dict, str, float]:
+    (tmp_path / "hostile_vendor.py").write_text(f"IMPLEMENTATIONS = {declared!r}\n")
+    report = tmp_path / "report.json"
+    status, out, seconds = judge(tmp_path, ["--vendor", "hostile_vendor", "--device", "cpu", "--check", "valid",
+                                            "--examples", "2", "--timeout", "3", "--cases", str(tmp_path / "cases"),
+                                            "--report", str(report), *extra])
+    return status, json.loads(report.read_text()), out, seconds
+
+
+def test_every_hostile_worker_fails_alone(tmp_path):
+    declared = {stage: f"tests.hostile_process:{name}" for stage, (name, _) in HOSTILE.items()}
+    status, report, out, seconds = vendor_run(tmp_path, {**declared, "rejection.expand": EXPAND}, "--memory", "4G")
+    assert status == 1 == report["exit_status"], out[-3000:]
+    by_stage = {o["stage"]: o for o in report["outcomes"]}
+    for stage, (name, words) in HOSTILE.items():
+        found = by_stage[stage]
+        assert found["status"] == "failed" and words in found["headline"] + found["report"], (name, found["headline"])
+        assert len(found["report"]) < 20_000, name           # a huge log is cut to its tail
+    assert by_stage["rejection.expand"]["status"] == "passed", by_stage["rejection.expand"]["headline"]
+    assert len(out) < 200_000
+    assert survivors(tmp_path) == []
+    time.sleep(7)           # past the detached daemon's rewrite, had it lived
+    assert json.loads((tmp_path / "report.json").read_text()) == report
+
+
+def test_a_worker_that_kills_the_forkserver_hurts_nobody(tmp_path):
+    status, report, out, _ = vendor_run(tmp_path, {"rejection.greedy": "tests.hostile_process:kills_the_forkserver",
+                                                   "rejection.expand": EXPAND})
+    assert status == 0 and report["totals"]["failed"] == 0, out[-3000:]
+
+
+def test_a_lost_forkserver_is_started_again(tmp_path):
+    from multiprocessing import forkserver
+
+    from specverify import registry
+    from specverify.worker import Isolated, context
+
+    context()
+    os.kill(forkserver._forkserver._forkserver_pid, signal.SIGKILL)
+    time.sleep(0.2)
+    caller = Isolated("rejection.expand", EXPAND, "torch", "cpu", 60)
+    try:
+        assert caller.start() is None
+    finally:
+        caller.close()
+    assert "rejection.expand" in registry.all_stages()
+
+
+def test_an_import_that_never_returns_is_one_failure_within_the_timeout(tmp_path):
+    (tmp_path / "hangs_on_import.py").write_text("import time\ntime.sleep(3600)\ndef greedy(**kw):\n    pass\n")
+    report = tmp_path / "report.json"
+    status, out, seconds = judge(tmp_path, ["--stage", "rejection.greedy", "--impl", "hangs_on_import:greedy",
+                                            "--device", "cpu", "--timeout", "3", "--cases", str(tmp_path / "cases"),
+                                            "--report", str(report)])
+    outcomes = json.loads(report.read_text())["outcomes"]
+    assert status == 1 and seconds < 60, out[-2000:]
+    assert outcomes and all(o["status"] == "failed" and o["kind"] == "load" for o in outcomes)
+    assert all("the import did not finish in 3 s" in o["headline"] for o in outcomes)
+    assert not list((tmp_path / "cases").rglob("*.npz"))        # nothing ran: no case file
+    assert out.count("the import did not finish") <= len(outcomes) + 1
+
+
+def test_a_declaration_that_never_imports_is_one_usage_line(tmp_path):
+    (tmp_path / "slow_vendor.py").write_text("import time\ntime.sleep(3600)\nIMPLEMENTATIONS = {}\n")
+    status, out, seconds = judge(tmp_path, ["--vendor", "slow_vendor", "--device", "cpu", "--timeout", "3"])
+    assert status == 2 and seconds < 60 and "did not finish in 3 s" in out, out
+    assert len([line for line in out.splitlines() if "error" in line]) == 1 and "Traceback" not in out
+
+
+def test_sigterm_ends_the_run_with_the_report_of_what_finished(tmp_path):
+    """Output arrives line by line (a pipe too), and SIGTERM ends the run: exit 1, the report says it was
+    interrupted, the worker and what it started are gone."""
+    report = tmp_path / "report.json"
+    proc = subprocess.Popen([sys.executable, "-m", "specverify", "check", "--stage", "rejection.greedy",
+                             "--impl", "tests.hostile_process:hangs", "--device", "cpu", "--timeout", "300",
+                             "--cases", str(tmp_path / "cases"), "--report", str(report)],
+                            cwd=tmp_path, env=environment(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        first = proc.stdout.readline().decode()
+        assert "specverify check: profile" in first, first
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "pids").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=60)[0].decode()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, out
+    assert "interrupted by SIGTERM" in out
+    assert json.loads(report.read_text())["interrupted"] == "SIGTERM"
+    assert survivors(tmp_path) == []
