@@ -10,7 +10,8 @@ implementation into a PID namespace of its own:
             └── runner (the implementation runs here, and everything it starts)
 
 Inside the namespace nothing outside it can be seen or signalled: not the judge, not the forkserver, not
-the worker. When the runner ends (any exit, any signal), init ends, and the kernel kills every process left
+the worker (it has a mount namespace and a /proc of its own; CUDA's driver needs a /proc that agrees with
+its pids). When the runner ends (any exit, any signal), init ends, and the kernel kills every process left
 in the namespace, a detached daemon included; the worker then ends the way the runner did (same exit status,
 same signal), so the judge reads the runner's fate from the worker it started. The judge ends a target by
 killing the worker's process group (`end`), which takes init and so the whole namespace with it.
@@ -31,20 +32,35 @@ import resource
 import signal
 import struct
 
+CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18
+
+
+def libc():
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def new_pid_namespace() -> bool:
-    """Make this process's next child the init of a new PID namespace; False where the kernel refuses."""
+    """Make this process's next child the init of a new PID namespace (and give it a mount namespace of its
+    own, for its /proc); False where the kernel refuses."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
+        found = libc()
     except OSError:
         return False
-    for flags in (CLONE_NEWPID, CLONE_NEWUSER | CLONE_NEWPID):
-        if libc.unshare(flags) == 0:
+    for flags in (CLONE_NEWPID | CLONE_NEWNS, CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS):
+        if found.unshare(flags) == 0:
             return True
     return False
+
+
+def own_proc() -> None:
+    """In the namespace's init: a /proc of the namespace's own (CUDA's driver reads it by pid), mounted
+    privately so that nothing outside sees it."""
+    found = libc()
+    if found.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) == 0:
+        found.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
 
 
 def limit_runner(memory: int | None, device: str) -> None:
@@ -67,6 +83,7 @@ def contain(keep: list[int], memory: int | None, device: str) -> None:
     init = os.fork()
     if init == 0:
         os.close(fate_r)
+        own_proc()
         runner = os.fork()
         if runner == 0:
             os.close(fate_w)

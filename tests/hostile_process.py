@@ -1,6 +1,8 @@
-"""Hostile implementations of `rejection.greedy` that attack the judge's processes, its protocol and its
-files. Each records the host pid of every process it starts in the file named by $HOSTILE_PIDS, so a test
-can check that none of them outlives the run."""
+"""Hostile implementations that attack the judge's processes, its protocol and its files. Every process
+they start names itself $HOSTILE_MARK (its `comm`, what /proc/PID/comm shows outside a PID namespace too),
+so a test can check that none of them outlives the run; the report rewriter is told the report's path
+($HOSTILE_REPORT), as an attacker who knows it would be."""
+import ctypes
 import gc
 import json
 import os
@@ -11,20 +13,15 @@ import time
 from multiprocessing.connection import Connection
 
 
-def host_pid() -> int:
-    """This process's pid as the rest of the machine sees it (/proc is the host's, in a PID namespace too)."""
-    return int(os.readlink("/proc/self"))
-
-
 def record() -> None:
-    with open(os.environ["HOSTILE_PIDS"], "a") as f:
-        f.write(f"{host_pid()}\n")
+    """Name this process $HOSTILE_MARK."""
+    ctypes.CDLL(None).prctl(15, os.environ["HOSTILE_MARK"].encode(), 0, 0, 0)    # PR_SET_NAME
 
 
 def processes_whose_command_has(*words: str) -> list[int]:
     found = []
     for name in os.listdir("/proc"):
-        if name.isdigit() and int(name) != host_pid():
+        if name.isdigit() and int(name) != os.getpid():
             try:
                 with open(f"/proc/{name}/cmdline", "rb") as f:
                     command = f.read().replace(b"\0", b" ").decode(errors="replace")
@@ -75,17 +72,14 @@ def child_holds_the_socket_then_exits(**kw):
 
 def detached_report_rewriter(**kw):
     """A daemon (two forks, its own session) that rewrites the judge's JSON report once the run is over."""
-    report = next((words[words.index("--report") + 1] for pid in processes_whose_command_has("--report")
-                   for words in [open(f"/proc/{pid}/cmdline", "rb").read().decode().split("\0")]
-                   if "--report" in words), None)
+    report = os.environ["HOSTILE_REPORT"]
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
             record()
             time.sleep(6)
-            if report:
-                with open(report, "w") as f:
-                    json.dump({"exit_status": 0, "outcomes": []}, f)
+            with open(report, "w") as f:
+                json.dump({"exit_status": 0, "outcomes": []}, f)
             os._exit(0)
         os._exit(0)
     time.sleep(0.2)

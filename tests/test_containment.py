@@ -3,6 +3,7 @@ run as a vendor beside a correct `rejection.expand`, is that target's reported f
 passes, the exit status is 1, the JSON report is written once by the judge, and no process the
 implementation started is alive afterwards. Each run is a `specverify check` in a process of its own
 (its own session), so a judge that could be killed would fail the test, not the test run."""
+import hashlib
 import json
 import os
 import signal
@@ -17,26 +18,36 @@ ROOT = Path(__file__).resolve().parents[1]
 EXPAND = "specverify.kernels.torch.rejection:expand"
 
 
+def mark(tmp_path: Path) -> str:
+    """The process name this test's hostile processes take (15 characters at most, unique per test)."""
+    return "sv" + hashlib.sha256(str(tmp_path).encode()).hexdigest()[:12]
+
+
 def environment(tmp_path: Path) -> dict:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)]),
-            "HOSTILE_PIDS": str(tmp_path / "pids"), "PYTHONUNBUFFERED": "0"}
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)]), "HOSTILE_MARK": mark(tmp_path),
+            "HOSTILE_REPORT": str(tmp_path / "report.json"), "PYTHONUNBUFFERED": "0"}
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+def marked(name: str) -> list[int]:
+    """Live (not zombie) processes named `name`, in this machine's process table."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm, rest = stat.split("(", 1)[1].rsplit(")", 1)
+        if comm == name and rest.split()[0] != "Z":
+            found.append(int(pid))
+    return found
 
 
 def survivors(tmp_path: Path) -> list[int]:
-    path = tmp_path / "pids"
-    pids = [int(x) for x in path.read_text().split()] if path.exists() else []
     deadline = time.monotonic() + 3
-    while any(map(alive, pids)) and time.monotonic() < deadline:
+    while marked(mark(tmp_path)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    return [p for p in pids if alive(p)]
+    return marked(mark(tmp_path))
 
 
 def judge(tmp_path: Path, argv: list[str], timeout: float = 150) -> tuple[int, str, float]:
@@ -154,8 +165,9 @@ def test_sigterm_ends_the_run_with_the_report_of_what_finished(tmp_path):
         first = proc.stdout.readline().decode()
         assert "specverify check: profile" in first, first
         deadline = time.monotonic() + 60
-        while not (tmp_path / "pids").exists() and time.monotonic() < deadline:
+        while not marked(mark(tmp_path)) and time.monotonic() < deadline:
             time.sleep(0.1)
+        assert marked(mark(tmp_path)), "the hanging implementation never started"
         proc.send_signal(signal.SIGTERM)
         out = proc.communicate(timeout=60)[0].decode()
     finally:
