@@ -404,7 +404,8 @@ def cmd_corpus(args) -> int:
     if args.action == "list":
         folder = args.source or corpus_admin.suite_corpus()
         if folder is None or not Path(folder).is_dir():
-            raise UsageError(f"--from {folder}: not a folder" if args.source else "this installation has no suite corpus")
+            raise UsageError(f"--from {folder}: not a folder" if args.source
+                             else "this installation has no suite corpus")
         found = corpus_admin.listing(folder)
         console.print(f"corpus {folder}: {len(found)} case(s)", markup=False)
         for line, _ in found:

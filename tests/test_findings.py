@@ -129,3 +129,16 @@ def test_corpus_add_without_to_refuses_an_installed_corpus(tmp_path, capsys, mon
     assert out == (f"specverify corpus: error: the suite's corpus is not a checkout folder ({installed} is an "
                    "installed package's copy): run from a clone, or name a corpus folder with --to DIR")
     assert list(installed.iterdir()) == []
+
+
+def test_corpus_list_names_an_unreadable_file_and_exits_2(tmp_path, capsys):
+    case, corpus = found_case(tmp_path), tmp_path / "corpus"
+    assert main(["corpus", "add", str(case), "--to", str(corpus)]) == 0
+    (corpus / EXPAND.name / "0000000000000000.npz").write_bytes(b"not a case")
+    capsys.readouterr()
+    assert main(["corpus", "list", "--from", str(corpus)]) == 2
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == f"corpus {corpus}: 2 case(s)" and len(lines) == 3
+    assert lines[1].startswith(f"  {EXPAND.name}/0000000000000000.npz  unreadable: ")
+    assert main(["corpus", "list", "--from", str(tmp_path / "nope")]) == 2
+    assert capsys.readouterr().out.strip() == f"specverify corpus: error: --from {tmp_path / 'nope'}: not a folder"
