@@ -21,7 +21,7 @@ run() {  # run NAME ARGS...: one timed check run, its log, JSON report and wall 
     local name=$1; shift
     local start end
     start=$EPOCHREALTIME
-    python3 -m specverify check --profile nightly --examples "$examples" --seed "$seed" --cases "$out/cases_$name" \
+    python3 -m specverify check --profile nightly --examples "$examples" --seed "$seed" --findings "$out/cases_$name" \
         --json "$out/$name.json" "$@" > "$out/$name.txt" 2>&1
     local rc=$?
     end=$EPOCHREALTIME

@@ -37,8 +37,14 @@ class CaseError(Exception):
     """A file that is not a readable specverify case."""
 
 
-def default_dir() -> Path:
-    return Path(os.environ.get("SPECVERIFY_CASES", "cases"))
+FINDINGS_ENV = "SPECVERIFY_FINDINGS"
+FINDINGS_DEFAULT = "specverify-findings"
+
+
+def findings_dir(given: Path | None = None) -> Path:
+    """Where a run saves the cases it finds: `given` (--findings), else $SPECVERIFY_FINDINGS, else
+    ./specverify-findings. Never the suite's corpus: only `specverify corpus add` grows that."""
+    return Path(given or os.environ.get(FINDINGS_ENV) or FINDINGS_DEFAULT)
 
 
 def _umask() -> int:

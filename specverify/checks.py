@@ -77,12 +77,13 @@ class Context:
     profile: Profile
     run_seed: int
     examples: int | None               # --examples: the valid tier's count (the others scale)
-    cases_dir: Path | None
+    cases_dir: Path | None             # a folder of cases the corpus check replays after the suite's (read only)
     caller: object                     # calls.InProcess or worker.Isolated
     guard_check: bool                  # run twice with two guard patterns on every example
     deadline: float | None             # time.monotonic() when the target's time is up
     progress: Callable[[int], None] | None = None
     waivers: object = None             # waivers.WaiverSet or None: the corpus check skips waived cases
+    findings_dir: Path | None = None   # where a search saves the case it found (None: not saved)
 
 
 @dataclass(frozen=True)

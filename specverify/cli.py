@@ -1,4 +1,4 @@
-"""The command line: `specverify list | check | replay | show | bench`.
+"""The command line: `specverify list | check | replay | show | bench | corpus`.
 
 Exit status: 0 when everything checked passed (failures every one covered by an expect-fail waiver
 included), 1 on any other failure or a waiver that is no longer needed, 2 on bad usage (a bad waiver
@@ -59,7 +59,10 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--check", action="append", choices=list(CHECKS), metavar="CHECK",
                      help=f"only these checks (repeatable; {', '.join(CHECKS)})")
     chk.add_argument("--cases", type=Path, default=None, metavar="DIR",
-                     help="where failing cases go; its cases are replayed first on outside implementations")
+                     help="your own case folder, replayed (read only) by the corpus check after the suite's")
+    chk.add_argument("--findings", type=Path, default=None, metavar="DIR",
+                     help=f"where the cases this run finds go (default ${cases.FINDINGS_ENV}, else "
+                          f"./{cases.FINDINGS_DEFAULT}; never the suite's corpus)")
     chk.add_argument("--report", "--json", dest="json", type=Path, metavar="PATH", help="write the JSON report")
     chk.add_argument("--junit", type=Path, metavar="PATH", help="write a JUnit XML report")
     chk.add_argument("--markdown", type=Path, metavar="PATH", help="write a Markdown report")
@@ -103,6 +106,15 @@ def parser() -> argparse.ArgumentParser:
     shw = sub.add_parser("show", help="print stage contracts: fields, semantics, tiers, a worked example")
     shw.add_argument("stage", nargs="*", metavar="STAGE",
                      help="names or globs; none: every stage and the shared conventions")
+
+    cor = sub.add_parser("corpus", help="the suite's regression corpus: add case files to it, or list it")
+    actions = cor.add_subparsers(dest="action", required=True)
+    add = actions.add_parser("add", help="validate case files and copy them into the corpus (by content hash)")
+    add.add_argument("case", nargs="+", type=Path, metavar="CASE", help="case files (.npz)")
+    add.add_argument("--to", type=Path, metavar="DIR", help="another corpus folder (default: the suite's, "
+                                                            "in a checkout)")
+    lst = actions.add_parser("list", help="the corpus's cases by stage, one line each")
+    lst.add_argument("--from", dest="source", type=Path, metavar="DIR", help="another corpus folder")
 
     rep = sub.add_parser("replay", help="re-run a case file on every backend (or one) and print the diff")
     rep.add_argument("path", type=Path)
@@ -159,8 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():   # kernels' and interpreters' warnings are not the run's output
             warnings.simplefilter("ignore")
             return {"list": cmd_list, "check": cmd_check, "replay": cmd_replay, "show": cmd_show,
-                    "bench": cmd_bench}[args.command](args)
-    except (UsageError, LookupError, cases.CaseError, waivers.WaiverError) as exc:
+                    "bench": cmd_bench, "corpus": cmd_corpus}[args.command](args)
+    except (UsageError, LookupError, cases.CaseError, waivers.WaiverError, session.PlanError) as exc:
         console.print(f"specverify {args.command}: error: {exc}", markup=False)
         return USAGE
 
@@ -265,31 +277,36 @@ class ProgressListener(session.Listener):
                                f"{outcome.seconds:.1f}s){where}", markup=False)
 
 
+def check_plan(args, waiver_set=None) -> session.RunPlan:
+    """The run plan of `specverify check` (session.PlanError for a findings folder in the suite's corpus)."""
+    return session.RunPlan.build(args.profile, seed=args.seed, examples=args.examples, isolate=args.isolate,
+                                 timeout=args.timeout, target_timeout=args.target_timeout, findings=args.findings,
+                                 cases=args.cases, checks=args.check, waivers=waiver_set, memory=args.memory)
+
+
 def cmd_check(args) -> int:
-    profile = PROFILES[args.profile]
     waiver_set = waivers.load(args.waivers) if args.waivers else None
     if args.vendor and (args.impl or args.backend):
         raise UsageError("--vendor excludes --impl and --backend")
-    vendor = vendors.resolve(args.vendor, list(registry.all_stages()), args.timeout or profile.example_timeout
-                             or vendors.READ_TIMEOUT) if args.vendor else None
+    plan = check_plan(args, waiver_set)
+    profile = plan.profile
+    vendor = vendors.resolve(args.vendor, list(registry.all_stages()), plan.per_call or vendors.READ_TIMEOUT) \
+        if args.vendor else None
     targets, outcomes = resolve_targets(args, vendor)
-    options = session.Options(profile, profile.run_seed(args.seed), args.examples,
-                              args.cases or cases.default_dir(), args.isolate, args.timeout, args.target_timeout,
-                              tuple(args.check) if args.check else None, waiver_set, args.memory)
-    total = session.planned(targets, options)
+    total = session.planned(targets, plan)
     outside = bool(args.impl or vendor)
-    mode = ("isolated" if options.isolated or outside else "in process") + spread(args)
+    mode = ("isolated" if plan.isolated or outside else "in process") + spread(args)
     if vendor is not None:
         console.print(f"vendor {vendor.name}: {vendor.declaration}"
                       f"{f' ({vendor.distribution})' if vendor.distribution else ''}: "
                       f"{len(vendor.implementations)} stage(s) implemented", markup=False)
-    console.print(f"specverify check: profile {profile.name}, seed {options.run_seed}, {len(targets)} target(s), "
-                  f"{total} check(s), {mode}, cases to {options.cases_dir}/", markup=False)
+    console.print(f"specverify check: profile {profile.name}, seed {plan.run_seed}, {len(targets)} target(s), "
+                  f"{total} check(s), {mode}, findings to {plan.findings}/", markup=False)
     interrupted = None
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as progress, stopped_by_signals():
         try:
-            outcomes += run_targets(targets, options, args, ProgressListener(progress, total))
+            outcomes += run_targets(targets, plan, args, ProgressListener(progress, total))
         except session.Interrupted as stop:
             outcomes += stop.outcomes
             interrupted = stop.why
@@ -302,9 +319,9 @@ def cmd_check(args) -> int:
     implemented = set(vendor.implementations) if vendor is not None else None
     if waiver_set is not None:
         waiver_set.finish(set(registry.all_stages()), implemented)
-    run = Run(outcomes, profile.name, options.run_seed, targets[0].device if targets else (args.device or "cpu"),
+    run = Run(outcomes, profile.name, plan.run_seed, targets[0].device if targets else (args.device or "cpu"),
               vendor, waiver_set, [s for s in registry.all_stages() if implemented is not None
-                                   and s not in implemented], str(options.cases_dir))
+                                   and s not in implemented], str(plan.findings))
     run.exit_status = FAILED if interrupted else exit_status(outcomes, waiver_set)
     run.interrupted = interrupted
     print_run(run, args, outside)
@@ -348,17 +365,17 @@ def spread(args) -> str:
     return f", Ray ({args.ray})" if args.ray else ""
 
 
-def run_targets(targets: list, options: session.Options, args, listener) -> list[Outcome]:
+def run_targets(targets: list, plan: session.RunPlan, args, listener) -> list[Outcome]:
     """In this process, over local workers (--devices) or over Ray (--ray)."""
     if args.ray:
         from specverify import cluster
 
-        return cluster.run(targets, options, args.ray, listener)
+        return cluster.run(targets, plan, args.ray, listener)
     if args.devices:
         from specverify import shard
 
-        return shard.run_local(targets, options, args.devices, listener)
-    return session.run(targets, options, listener)
+        return shard.run_local(targets, plan, args.devices, listener)
+    return session.run(targets, plan, listener)
 
 
 def print_run(run: Run, args, outside: bool) -> None:
@@ -413,6 +430,7 @@ def cmd_replay(args) -> int:
         console.print(f"  note: this case failed for an outside implementation ({', '.join(outside)}); "
                       f"replay it with --impl {outside[0]}. Our own backends:", markup=False)
     across = any(f.get("check") == "cross-device" for f in cases.failures_of(args.path))
+    plan = session.RunPlan.build(timeout=args.timeout or session.REPLAY_TIMEOUT, keep_findings=False)
     failed = False
     for target in targets:
         devices = across and CHECKS["cross-device"].applies(target) is None
@@ -420,12 +438,39 @@ def cmd_replay(args) -> int:
             console.print(f"  note: this case failed the cross-device check; on {target.backend.name}/"
                           f"{target.device}: {CHECKS['cross-device'].applies(target)}", markup=False)
         try:
-            session.verify_example(target, example, args.timeout or 120.0, devices)
+            session.verify_example(target, example, plan, devices)
             console.print(f"  passed  {target.backend.name}/{target.device}", markup=False)
         except (Failure, OracleError) as exc:
             failed = True
             console.print(failure_report(target, example, exc, replay_command(args.path, target)), markup=False)
     return FAILED if failed else PASSED
+
+
+def cmd_corpus(args) -> int:
+    """`corpus add`: copy validated case files into a corpus folder; `corpus list`: its cases, one line each."""
+    from specverify import corpus_admin
+
+    if args.action == "list":
+        folder = args.source or corpus_admin.suite_corpus()
+        if folder is None or not Path(folder).is_dir():
+            raise UsageError(f"--from {folder}: not a folder" if args.source
+                             else "this installation has no suite corpus")
+        found = corpus_admin.listing(folder)
+        console.print(f"corpus {folder}: {len(found)} case(s)", markup=False)
+        for line, _ in found:
+            console.print(f"  {line}", markup=False)
+        return USAGE if any(problem for _, problem in found) else PASSED
+    try:
+        folder = args.to or corpus_admin.writable_suite_corpus()
+    except corpus_admin.CorpusError as exc:
+        raise UsageError(str(exc)) from None
+    for path in args.case:   # every file validated before any is copied
+        cases.load(path)
+    for path in args.case:
+        added = corpus_admin.add(path, folder)
+        console.print(f"added {path} as {added.path}" if added.new else
+                      f"already there: {added.path} (from {path}): nothing written", markup=False)
+    return PASSED
 
 
 def cmd_show(args) -> int:
@@ -481,7 +526,8 @@ def cmd_bench(args) -> int:
     options = run.Options(device, tuple(sum(args.batch or [list(run.BATCHES)], [])),
                           tuple(sum(args.vocab or [list(run.VOCABS)], [])),
                           run.Settings(args.calls, args.replays, args.repeat), tuple(args.backend or ()) or None,
-                          outside, args.seed, args.timeout)
+                          outside, session.RunPlan.build(seed=args.seed, isolate=False, timeout=args.timeout,
+                                                         keep_findings=False))
     console.print(f"specverify bench: {len(stages)} stage(s) on {device}, B {list(options.batches)}, "
                   f"V {list(options.vocabs)}", markup=False)
     try:

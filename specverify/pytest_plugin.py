@@ -13,6 +13,10 @@ conftest.py when run from a checkout), so an installed specverify serves any rep
 - Here: the generated stage tests (`stage_matrix`, marked by backend, device and check), and every case
   file `cases/<stage>/<hash>.npz` collected as one regression test per backend and device that runs here
   (not in vendor runs); a damaged case file is one failing test with its one-line reason.
+- Both kinds of test run under one run plan (`run_plan`, `session.RunPlan`), built once from the options
+  as `specverify check` builds its own: the cases they find go to `--specverify-findings DIR` (default
+  $SPECVERIFY_FINDINGS, else ./specverify-findings, as for the CLI), never into `cases/`;
+  `--specverify-cases DIR` is a folder the corpus check replays, read only.
 
 Heavy modules are imported when a hook needs them, so loading the plugin costs an unrelated repository
 nothing.
@@ -30,6 +34,7 @@ from specverify.profiles import PROFILES
 BACKEND_MARKERS = ("oracle", "numpy", "torch", "triton", "vendor")
 DEVICE_MARKERS = ("cpu", "cuda")
 VENDOR_RUN = pytest.StashKey()
+RUN_PLAN = pytest.StashKey()
 
 
 def pytest_addoption(parser):
@@ -42,7 +47,10 @@ def pytest_addoption(parser):
                          "or MODULE[:ATTR])")
     group.addoption("--specverify-waivers", metavar="PATH", type=Path, default=None, help="the vendor's waiver file")
     group.addoption("--specverify-cases", metavar="DIR", type=Path, default=None,
-                    help="the vendor's case folder: replayed first, and where new failing cases go")
+                    help="the vendor's case folder, replayed (read only) by the corpus check after the suite's")
+    group.addoption("--specverify-findings", metavar="DIR", type=Path, default=None,
+                    help="where the cases the run finds go (default $SPECVERIFY_FINDINGS, else "
+                         "./specverify-findings; never the suite's corpus)")
     group.addoption("--specverify-device", choices=DEVICE_MARKERS, default=None,
                     help="where the vendor's kernels run (default: cuda when present)")
     group.addoption("--specverify-examples", metavar="N", type=int, default=None, help="valid-tier examples")
@@ -62,18 +70,40 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"{check.name}: the specverify {check.name} check ({check.doc})")
 
 
+def run_plan(config):
+    """The session's run plan, built once from the options (vendor waivers included): what every stage
+    test and vendor test runs under, each with its own check. pytest.UsageError for bad options."""
+    plan = config.stash.get(RUN_PLAN, None)
+    if plan is None:
+        from specverify import session, waivers
+
+        try:
+            waiver_file = config.getoption("--specverify-waivers")
+            plan = session.RunPlan.build(
+                config.getoption("--specverify-profile"), seed=config.getoption("--specverify-seed"),
+                examples=config.getoption("--specverify-examples"),
+                findings=config.getoption("--specverify-findings"), cases=config.getoption("--specverify-cases"),
+                waivers=waivers.load(waiver_file) if waiver_file else None, option_prefix="--specverify-")
+        except (session.PlanError, waivers.WaiverError) as exc:
+            raise pytest.UsageError(str(exc)) from None
+        config.stash[RUN_PLAN] = plan
+    return plan
+
+
 def run_stage_check(config, stage_name: str, backend: str, device: str, check: str) -> None:
-    """The body of a generated stage test: one check of one target; fails with the full report."""
+    """The body of a generated stage test: one check of one target; fails with the full report. Its
+    findings go to the run plan's findings folder (never the suite's corpus)."""
     from specverify import backends, registry, session
 
     stage = registry.all_stages()[stage_name]
     why = backends.unavailable(backend, device)
     if why:
         pytest.skip(why)
-    profile = PROFILES[config.getoption("--specverify-profile")]
-    options = session.Options(profile, profile.run_seed(config.getoption("--specverify-seed")),
-                              cases_dir=config.rootpath / "cases", checks=(check,))
-    [outcome] = session.run([backends.target(stage, backend, device)], options)
+    try:
+        plan = dataclasses.replace(run_plan(config), checks=(check,))
+    except pytest.UsageError as exc:     # bad options: the one line, in every stage test
+        pytest.fail(str(exc), pytrace=False)
+    [outcome] = session.run([backends.target(stage, backend, device)], plan)
     if outcome.status != "passed":
         pytest.fail(outcome.report or outcome.headline, pytrace=False)
 
@@ -98,7 +128,7 @@ def stage_matrix() -> list:
 @dataclasses.dataclass
 class VendorRun:
     vendor: object                 # vendors.Vendor
-    options: object                # session.Options (waivers included)
+    plan: object                   # session.RunPlan (waivers included)
     outcomes: list = dataclasses.field(default_factory=list)
 
 
@@ -117,29 +147,24 @@ class VendorSuite(pytest.Collector):
 
 def vendor_items(parent, config) -> list:
     """One VendorItem per (stage, check) of the vendor, in stage order and check order."""
-    from specverify import backends, cases, env, registry
+    from specverify import backends, env, registry
     from specverify import session as sv
-    from specverify import vendors, waivers
+    from specverify import vendors
 
+    plan = run_plan(config)
     try:
-        waiver_set = waivers.load(config.getoption("--specverify-waivers")) \
-            if config.getoption("--specverify-waivers") else None
         vendor = vendors.resolve(config.getoption("--specverify-vendor"), list(registry.all_stages()))
-    except (waivers.WaiverError, vendors.VendorError) as exc:
+    except vendors.VendorError as exc:
         raise pytest.UsageError(str(exc)) from None
     device = config.getoption("--specverify-device") or ("cuda" if env.cuda_available() else "cpu")
     why = backends.unavailable("torch", device)
     if why:
         raise pytest.UsageError(f"--specverify-device {device}: {why}")
-    profile = PROFILES[config.getoption("--specverify-profile")]
-    options = sv.Options(profile, profile.run_seed(config.getoption("--specverify-seed")),
-                         config.getoption("--specverify-examples"),
-                         config.getoption("--specverify-cases") or cases.default_dir(), waivers=waiver_set)
-    run = config.stash[VENDOR_RUN] = VendorRun(vendor, options)
+    run = config.stash[VENDOR_RUN] = VendorRun(vendor, plan)
     found = []
     for name, source in vendor.implementations.items():
         target = backends.target(registry.all_stages()[name], "impl", device, source)
-        for check in sv.checks_of(target, options):
+        for check in sv.checks_of(target, plan):
             item = VendorItem.from_parent(parent, name=f"{name}[{check.name}-{device}]", target=target,
                                           check=check.name, run=run)
             for marker in ("vendor", device, check.name):
@@ -159,7 +184,7 @@ class VendorItem(pytest.Item):
         from specverify import session as sv
         from specverify.harness import Failure
 
-        [outcome] = sv.run([self.target], dataclasses.replace(self.run.options, checks=(self.check,)))
+        [outcome] = sv.run([self.target], dataclasses.replace(self.run.plan, checks=(self.check,)))
         self.run.outcomes.append(outcome)
         if outcome.status in ("waived", "skipped"):
             pytest.skip(outcome.headline)
@@ -192,7 +217,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         write(line)
     missing = [s for s in registry.all_stages() if s not in run.vendor.implementations]
     write(f"not implemented ({len(missing)}): {', '.join(missing)}")
-    waiver_set = run.options.waivers
+    waiver_set = run.plan.waivers
     if waiver_set is not None:
         waiver_set.finish(set(registry.all_stages()), set(run.vendor.implementations))
         for w in waiver_set.entries:
@@ -203,7 +228,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 def pytest_sessionfinish(session, exitstatus):
     """A waiver that is no longer needed fails the run, as in `specverify check`."""
     run = session.config.stash.get(VENDOR_RUN, None)
-    waiver_set = run.options.waivers if run is not None else None
+    waiver_set = run.plan.waivers if run is not None else None
     if waiver_set is None or not run.outcomes:
         return
     from specverify import registry

@@ -1,7 +1,8 @@
 """A Hypothesis search of one input tier for an example on which a target breaks its contract.
 
-The first failure is shrunk, written as a case file and reported with its replay command. A target whose
-time is up stops the search (`Abandon` passes through Hypothesis); the smallest failure seen is kept.
+The first failure is shrunk, written as a case file into the run's findings folder (`Context.findings_dir`,
+never the suite's corpus) and reported with its replay command. A target whose time is up stops the
+search (`Abandon` passes through Hypothesis); the smallest failure seen is kept.
 """
 from __future__ import annotations
 
@@ -126,13 +127,13 @@ def record_failure(target: Target, check: str, ctx: Context, outcome: Outcome, e
     outcome.kind = getattr(exc, "kind", "oracle")
     outcome.headline = getattr(exc, "headline", str(exc))
     notes = []
-    if ctx.cases_dir is not None:
+    if ctx.findings_dir is not None:
         record = {"backend": target.backend.name, "device": target.device, "source": target.source,
                   "seed": ctx.run_seed, "profile": ctx.profile.name, "check": check, "tier": example.tier,
                   "versions": env.versions(),
                   "failure": outcome.headline}
         try:
-            outcome.case = cases.save(ctx.cases_dir, target.stage.name, example, record)
+            outcome.case = cases.save(ctx.findings_dir, target.stage.name, example, record)
         except (OSError, cases.CaseError) as problem:
             notes.append(f"the case could not be written: {error_text(problem)}")
     command = replay_command(outcome.case, target) if outcome.case else None

@@ -6,9 +6,14 @@ with a time limit per call and per target. A target's checks run in their regist
 first) and every one runs even when another failed. With waivers, a check a skip waiver names is never
 launched (no worker starts when every check of a target is skipped), and failures an expect-fail waiver
 covers come back as "xfailed". Every outcome names the implementation's module fingerprint.
+
+Everything a run does besides choosing its targets is one `RunPlan`, built once (`RunPlan.build`) by each
+front end from the profile and its overrides; the cases a search finds go to the plan's findings folder,
+never into the suite's corpus.
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,34 +32,66 @@ class ImplementationNotFound(LookupError):
     """An outside implementation's module or function does not exist (bad usage, not a failure)."""
 
 
-@dataclass
-class Options:
+class PlanError(ValueError):
+    """A run plan that cannot be built (bad usage): a findings folder inside the suite's corpus, a
+    --cases folder that does not exist."""
+
+
+REPLAY_TIMEOUT = 120.0     # seconds per call when one example is replayed (`specverify replay`, case tests)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run does besides choosing its targets, resolved once by `build` from the profile and the
+    overrides. The CLI, the pytest plugin, bench and replay build one; sharded runs pickle it to workers."""
     profile: Profile
     run_seed: int
-    examples: int | None = None            # --examples
-    cases_dir: Path | None = None
-    isolate: bool | None = None            # None: the profile decides
-    example_timeout: float | None = None   # None: the profile's
-    target_timeout: float | None = None    # None: the profile's
+    examples: int | None           # the valid tier's count (None: the profile's); the other tiers scale
+    guard_check: bool              # every example twice, with two guard patterns
+    isolated: bool                 # our kernels in worker processes (outside ones always are)
+    per_call: float | None         # seconds per call (None: no limit)
+    per_target: float | None       # seconds per target, all its checks (None: no limit)
+    findings: Path | None          # where the cases a search finds are saved (None: not saved)
+    cases: Path | None             # a folder the corpus check replays after the suite's (read only)
     checks: tuple[str, ...] | None = None  # None: every check that applies and is asked by default
-    waivers: object = None                 # waivers.WaiverSet or None
-    memory: int | None = None              # bytes a worker may map (None: the profile's)
+    waivers: object = None         # waivers.WaiverSet or None
+    memory: int | None = None      # bytes of address space a CPU worker may map (None: no limit)
 
-    @property
-    def isolated(self) -> bool:
-        return self.profile.isolated if self.isolate is None else self.isolate
+    @classmethod
+    def build(cls, profile: Profile | str = "ci", *, seed: int | None = None, examples: int | None = None,
+              isolate: bool | None = None, timeout: float | None = None, target_timeout: float | None = None,
+              findings: Path | None = None, keep_findings: bool = True, cases: Path | None = None,
+              checks=None, waivers=None, memory: int | None = None, option_prefix: str = "--") -> RunPlan:
+        """The plan: each override given (not None) wins over the profile's value. `findings`: see
+        `cases.findings_dir` (`keep_findings=False`: nothing is saved); it may not lie in the suite's
+        corpus, and `cases` must be a folder. `option_prefix` names the options in errors ("--specverify-")."""
+        profile = PROFILES[profile] if isinstance(profile, str) else profile
+        folder = findings_folder(findings, option_prefix) if keep_findings else None
+        if cases is not None and not Path(cases).is_dir():
+            raise PlanError(f"{option_prefix}cases {cases}: not a folder (the case folder the corpus check replays)")
+        return cls(profile, profile.run_seed(seed), examples, profile.guard_check,
+                   profile.isolated if isolate is None else isolate,
+                   profile.example_timeout if timeout is None else timeout,
+                   profile.target_timeout if target_timeout is None else target_timeout,
+                   folder, Path(cases) if cases is not None else None,
+                   tuple(checks) if checks else None, waivers,
+                   profile.worker_memory if memory is None else memory)
 
-    @property
-    def per_call(self) -> float | None:
-        return self.example_timeout if self.example_timeout is not None else self.profile.example_timeout
 
-    @property
-    def worker_memory(self) -> int | None:
-        return self.memory if self.memory is not None else self.profile.worker_memory
+def findings_folder(given: Path | None, option_prefix: str = "--") -> Path:
+    """The findings folder (`cases.findings_dir`), refused when it is the suite's corpus or inside it:
+    a run only reads that corpus."""
+    from specverify import cases
+    from specverify.corpus import suite_corpus
 
-    @property
-    def per_target(self) -> float | None:
-        return self.target_timeout if self.target_timeout is not None else self.profile.target_timeout
+    folder = cases.findings_dir(given)
+    suite = suite_corpus()
+    if suite is not None and (folder.resolve() == suite.resolve() or suite.resolve() in folder.resolve().parents):
+        named = f"{option_prefix}findings {given}" if given else \
+            f"{cases.FINDINGS_ENV}={folder}" if os.environ.get(cases.FINDINGS_ENV) else f"findings folder {folder}"
+        raise PlanError(f"{named}: inside the suite's corpus {suite}, which a run only reads "
+                        f"(name another folder; `specverify corpus add` grows the corpus)")
+    return folder
 
 
 class Interrupted(BaseException):
@@ -76,29 +113,29 @@ class Listener:
     def check_done(self, target: Target, outcome: Outcome) -> None: ...
 
 
-def runs_isolated(target: Target, options: Options) -> bool:
+def runs_isolated(target: Target, plan: RunPlan) -> bool:
     if target.impl is not None or target.backend.name == "oracle":
         return False      # a function handed over directly, or the reference itself
-    return options.isolated or not target.backend.trusted
+    return plan.isolated or not target.backend.trusted
 
 
-def caller_for(target: Target, options: Options):
-    if runs_isolated(target, options):
-        caller = Isolated(target.stage.name, target.source, target.backend.lib, target.device, options.per_call,
-                          options.worker_memory)
+def caller_for(target: Target, plan: RunPlan):
+    if runs_isolated(target, plan):
+        caller = Isolated(target.stage.name, target.source, target.backend.lib, target.device, plan.per_call,
+                          plan.memory)
         problem = caller.start()
         if problem is not None and problem.kind == "missing":
             caller.close()
             raise ImplementationNotFound(f"{target.source}: {problem.text}")
         return caller
-    return InProcess(target.load(), target.backend.lib, target.device, options.per_call)
+    return InProcess(target.load(), target.backend.lib, target.device, plan.per_call)
 
 
-def checks_of(target: Target, options: Options) -> list:
+def checks_of(target: Target, plan: RunPlan) -> list:
     """The checks a target gets, in running order: the named ones that apply, else the default ones."""
-    if options.checks is None:
+    if plan.checks is None:
         return default_checks(target)
-    return [c for c in ordered(options.checks) if c.applies(target) is None]
+    return [c for c in ordered(plan.checks) if c.applies(target) is None]
 
 
 def fingerprint(target: Target, caller) -> dict:
@@ -110,47 +147,47 @@ def fingerprint(target: Target, caller) -> dict:
     return module_fingerprint(getattr(caller.impl, "__module__", "") or target.source.partition(":")[0])
 
 
-def planned(targets: list[Target], options: Options) -> int:
+def planned(targets: list[Target], plan: RunPlan) -> int:
     """How many (target, check) pairs a run has: the progress total."""
-    return sum(len(checks_of(t, options)) for t in targets)
+    return sum(len(checks_of(t, plan)) for t in targets)
 
 
-def run(targets: list[Target], options: Options, listener: Listener | None = None) -> list[Outcome]:
+def run(targets: list[Target], plan: RunPlan, listener: Listener | None = None) -> list[Outcome]:
     env.prepare()
     listener = listener or Listener()
     outcomes: list[Outcome] = []
     for target in targets:
         try:
-            outcomes += run_target(target, options, listener)
+            outcomes += run_target(target, plan, listener)
         except Interrupted as stop:
             stop.outcomes = outcomes + stop.outcomes
             raise
     return outcomes
 
 
-def run_target(target: Target, options: Options, listener: Listener, only: set[str] | None = None,
+def run_target(target: Target, plan: RunPlan, listener: Listener, only: set[str] | None = None,
                settle: bool = True) -> list[Outcome]:
     """The checks of one target (`only`: just those named), in order. `settle`: waivers judge each outcome
     here before the listener hears of it (a sharded run's worker leaves that to the driver)."""
-    waivers = options.waivers
-    plan = [(check, waivers.skip_check(target, check.name) if waivers is not None else None)
-            for check in checks_of(target, options) if only is None or check.name in only]
-    if not plan:
+    waivers = plan.waivers
+    asked = [(check, waivers.skip_check(target, check.name) if waivers is not None else None)
+             for check in checks_of(target, plan) if only is None or check.name in only]
+    if not asked:
         return []
     outcomes = []
-    caller = caller_for(target, options) if any(waiver is None for _, waiver in plan) else None
+    caller = caller_for(target, plan) if any(waiver is None for _, waiver in asked) else None
     module = fingerprint(target, caller) if caller is not None else {}
     unloadable = getattr(caller, "load_error", None)
-    deadline = time.monotonic() + options.per_target if options.per_target else None
+    deadline = time.monotonic() + plan.per_target if plan.per_target else None
     try:
-        for check, waiver in plan:
+        for check, waiver in asked:
             if waiver is None and unloadable is not None:   # tried once: every check fails with it, no case
                 outcome = Outcome(target.stage.name, target.backend.name, target.device, check.name,
                                   status="failed", kind="load", headline=f"{target.label} {unloadable.text}",
                                   report="\n".join(filter(None, (f"{target.label} {unloadable.text}",
                                                                  unloadable.trace))))
             elif waiver is None:
-                outcome = run_one(target, check, caller, options, deadline, listener)
+                outcome = run_one(target, check, caller, plan, deadline, listener)
             else:
                 outcome = Outcome(target.stage.name, target.backend.name, target.device, check.name,
                                   status="waived", waiver=waiver.label, headline=f"not launched: {waiver.label}")
@@ -168,16 +205,16 @@ def run_target(target: Target, options: Options, listener: Listener, only: set[s
     return outcomes
 
 
-def run_one(target: Target, check, caller, options: Options, deadline: float | None, listener: Listener) -> Outcome:
-    planned_examples = check.planned(target, options.profile, options.examples)
+def run_one(target: Target, check, caller, plan: RunPlan, deadline: float | None, listener: Listener) -> Outcome:
+    planned_examples = check.planned(target, plan.profile, plan.examples)
     if deadline is not None and time.monotonic() > deadline:
         return Outcome(target.stage.name, target.backend.name, target.device, check.name, status="skipped",
                        planned=planned_examples, headline=f"not run: the target's time limit "
-                                                          f"({options.per_target:g} s) was spent")
+                                                          f"({plan.per_target:g} s) was spent")
     listener.check_started(target, check.name, planned_examples)
-    ctx = Context(options.profile, options.run_seed, options.examples, options.cases_dir, caller,
-                  guard_check=options.profile.guard_check, deadline=deadline, progress=listener.progress,
-                  waivers=options.waivers)
+    ctx = Context(plan.profile, plan.run_seed, plan.examples, plan.cases, caller,
+                  guard_check=plan.guard_check, deadline=deadline, progress=listener.progress,
+                  waivers=plan.waivers, findings_dir=plan.findings)
     started = time.perf_counter()
     try:
         return check.run(target, ctx)
@@ -187,13 +224,14 @@ def run_one(target: Target, check, caller, options: Options, deadline: float | N
                        headline=f"the {check.name} check of {target.label} broke: {error_text(exc)}")
 
 
-def verify_example(target: Target, example: Example, timeout: float | None = 120.0,
-                   devices: bool = False) -> None:
-    """One example on one target (both guard patterns; `devices`: then on every visible device, compared);
-    raises harness.Failure. For replay and tests."""
+def verify_example(target: Target, example: Example, plan: RunPlan | None = None, devices: bool = False) -> None:
+    """One example on one target (both guard patterns; `devices`: then on every visible device, compared),
+    called as `plan` says (default: the ci profile, REPLAY_TIMEOUT per call); raises harness.Failure.
+    For replay, case tests and tests."""
     from specverify.properties import device_callers, verify_devices
 
-    caller = caller_for(target, Options(PROFILES["ci"], 0, example_timeout=timeout))
+    plan = plan or RunPlan.build(timeout=REPLAY_TIMEOUT, keep_findings=False)
+    caller = caller_for(target, plan)
     try:
         verify(target.stage, example, caller, target.label, guard_check=True)
         if devices:

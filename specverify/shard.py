@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from specverify import env, session
 from specverify.backends import Target
 from specverify.checks import CHECKS, Outcome
-from specverify.session import Listener, Options
+from specverify.session import Listener, RunPlan
 
 
 class DevicesError(ValueError):
@@ -124,13 +124,13 @@ def rebuild(spec: tuple[str, str, str, str]) -> Target:
     return Target(registry.all_stages()[stage], backends.BACKENDS[backend], device, source)
 
 
-def work(index: int, spec: tuple, options: Options, only: set[str], lane_name: str | None = None,
+def work(index: int, spec: tuple, plan: RunPlan, only: set[str], lane_name: str | None = None,
          listener: Listener | None = None) -> tuple[int, list[Outcome], list[int]]:
     """Run one target's checks in this worker: (index, outcomes not yet settled, skip waivers' new uses)."""
     target = rebuild(spec)
-    entries = options.waivers.entries if options.waivers is not None else []
+    entries = plan.waivers.entries if plan.waivers is not None else []
     before = [w.covered for w in entries]
-    outcomes = session.run_target(target, options, listener or Forward(index), only, settle=False)
+    outcomes = session.run_target(target, plan, listener or Forward(index), only, settle=False)
     for outcome in outcomes:
         outcome.worker = lane_name or _lane.name
     return index, outcomes, [w.covered - b for w, b in zip(entries, before)]
@@ -138,11 +138,11 @@ def work(index: int, spec: tuple, options: Options, only: set[str], lane_name: s
 
 # --- the driver side ------------------------------------------------------------------------------------
 
-def split(targets: list[Target], options: Options) -> tuple[list[tuple[int, set[str]]], list[tuple[int, set[str]]]]:
+def split(targets: list[Target], plan: RunPlan) -> tuple[list[tuple[int, set[str]]], list[tuple[int, set[str]]]]:
     """(work for the workers, work for the driver): per target index, the names of its checks."""
     remote, here = [], []
     for i, target in enumerate(targets):
-        names = [c.name for c in session.checks_of(target, options)]
+        names = [c.name for c in session.checks_of(target, plan)]
         spanning = {n for n in names if CHECKS[n].spans_devices}
         if set(names) - spanning:
             remote.append((i, set(names) - spanning))
@@ -154,8 +154,8 @@ def split(targets: list[Target], options: Options) -> tuple[list[tuple[int, set[
 class Gather:
     """The driver's record of a sharded run: outcomes by target, waivers settled once, one listener."""
 
-    def __init__(self, targets: list[Target], options: Options, listener: Listener):
-        self.targets, self.options, self.listener = targets, options, listener
+    def __init__(self, targets: list[Target], plan: RunPlan, listener: Listener):
+        self.targets, self.plan, self.listener = targets, plan, listener
         self.by_target: dict[int, list[Outcome]] = {}
         self.lock = threading.Lock()
 
@@ -170,7 +170,7 @@ class Gather:
     def add(self, index: int, outcomes: list[Outcome], uses: list[int]) -> None:
         target = self.targets[index]
         with self.lock:
-            waivers = self.options.waivers
+            waivers = self.plan.waivers
             if waivers is not None:
                 for w, n in zip(waivers.entries, uses):
                     w.covered += n
@@ -198,20 +198,20 @@ class Gather:
         return found
 
 
-def shipping(options: Options) -> Options:
-    """The options a worker gets: a copy of the waivers taken before the driver settles any outcome
+def shipping(plan: RunPlan) -> RunPlan:
+    """The plan a worker gets: a copy of the waivers taken before the driver settles any outcome
     (the pool pickles tasks while the driver runs)."""
-    return dataclasses.replace(options, waivers=copy.deepcopy(options.waivers))
+    return dataclasses.replace(plan, waivers=copy.deepcopy(plan.waivers))
 
 
-def run_local(targets: list[Target], options: Options, spec: str, listener: Listener | None = None) -> list[Outcome]:
+def run_local(targets: list[Target], plan: RunPlan, spec: str, listener: Listener | None = None) -> list[Outcome]:
     """The run over a process pool, one worker per lane of `spec` (see `lanes`)."""
     env.prepare()
     chosen = lanes(spec)
-    gather = Gather(targets, options, listener or Listener())
-    remote, here = split(targets, options)
+    gather = Gather(targets, plan, listener or Listener())
+    remote, here = split(targets, plan)
     specs = {i: describe(targets[i]) for i, _ in remote}
-    shipped = shipping(options)
+    shipped = shipping(plan)
     ctx = multiprocessing.get_context("spawn")
     free, events = ctx.Queue(), ctx.Queue()
     for lane in chosen:
@@ -222,7 +222,7 @@ def run_local(targets: list[Target], options: Options, spec: str, listener: List
     try:
         with ProcessPoolExecutor(len(chosen), mp_context=ctx, initializer=pin, initargs=(free, events)) as pool:
             futures = {pool.submit(work, i, specs[i], shipped, names): (i, names) for i, names in remote}
-            run_here(targets, options, here, gather)
+            run_here(targets, plan, here, gather)
             for future, (i, names) in futures.items():
                 try:
                     gather.add(*future.result())
@@ -244,7 +244,7 @@ def pump(events, gather: Gather, stop: threading.Event) -> None:
                 return
 
 
-def run_here(targets: list[Target], options: Options, here: list[tuple[int, set[str]]], gather: Gather) -> None:
+def run_here(targets: list[Target], plan: RunPlan, here: list[tuple[int, set[str]]], gather: Gather) -> None:
     """The checks that span devices, in the driver (it sees every device)."""
 
     class Tagged(Listener):
@@ -257,7 +257,7 @@ def run_here(targets: list[Target], options: Options, here: list[tuple[int, set[
                 gather.listener.progress(done, lane="driver")
 
     for i, names in here:
-        outcomes = session.run_target(targets[i], options, Tagged(), names, settle=False)
+        outcomes = session.run_target(targets[i], plan, Tagged(), names, settle=False)
         for outcome in outcomes:
             outcome.worker = "driver"
         gather.add(i, outcomes, [])

@@ -87,7 +87,7 @@ def vendor_run(tmp_path: Path, declared: dict[str, str], *extra: str) -> tuple[i
     (tmp_path / "hostile_vendor.py").write_text(f"IMPLEMENTATIONS = {declared!r}\n")
     report = tmp_path / "report.json"
     status, out, seconds = judge(tmp_path, ["--vendor", "hostile_vendor", "--device", "cpu", "--check", "valid",
-                                            "--examples", "2", "--timeout", "3", "--cases", str(tmp_path / "cases"),
+                                            "--examples", "2", "--timeout", "3", "--findings", str(tmp_path / "cases"),
                                             "--report", str(report), *extra])
     return status, json.loads(report.read_text()), out, seconds
 
@@ -135,7 +135,7 @@ def test_an_import_that_never_returns_is_one_failure_within_the_timeout(tmp_path
     (tmp_path / "hangs_on_import.py").write_text("import time\ntime.sleep(3600)\ndef greedy(**kw):\n    pass\n")
     report = tmp_path / "report.json"
     status, out, seconds = judge(tmp_path, ["--stage", "rejection.greedy", "--impl", "hangs_on_import:greedy",
-                                            "--device", "cpu", "--timeout", "3", "--cases", str(tmp_path / "cases"),
+                                            "--device", "cpu", "--timeout", "3", "--findings", str(tmp_path / "cases"),
                                             "--report", str(report)])
     outcomes = json.loads(report.read_text())["outcomes"]
     assert status == 1 and seconds < 60, out[-2000:]
@@ -158,7 +158,7 @@ def test_sigterm_ends_the_run_with_the_report_of_what_finished(tmp_path):
     report = tmp_path / "report.json"
     proc = subprocess.Popen([sys.executable, "-m", "specverify", "check", "--stage", "rejection.greedy",
                              "--impl", "tests.hostile_process:hangs", "--device", "cpu", "--timeout", "300",
-                             "--cases", str(tmp_path / "cases"), "--report", str(report)],
+                             "--findings", str(tmp_path / "cases"), "--report", str(report)],
                             cwd=tmp_path, env=environment(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:

@@ -125,7 +125,7 @@ def test_unwritable_cases_and_report_paths_give_one_line_and_keep_the_failure(tm
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     status = main(["check", "--stage", "rejection.greedy", "--impl", "tests.planted_greedy:bonus_even_after_reject",
-                   "--device", "cpu", "--examples", "30", "--cases", str(blocker / "cases"),
+                   "--device", "cpu", "--examples", "30", "--findings", str(blocker / "findings"),
                    "--json", str(blocker / "report.json")])
     out = capsys.readouterr().out
     assert status == 1
@@ -160,7 +160,7 @@ def test_a_run_from_the_folder_that_holds_the_clone(tmp_path):
     path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     env = {**os.environ, "PYTHONPATH": path} if not script.exists() else dict(os.environ)
     done = subprocess.run(command + ["check", "--profile", "conformance", "--stage", "rejection.expand",
-                                     "--backend", "torch", "--examples", "2", "--cases", str(tmp_path / "c")],
+                                     "--backend", "torch", "--examples", "2", "--findings", str(tmp_path / "c")],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 

@@ -142,7 +142,7 @@ def test_bad_case_files_give_one_clear_line(tmp_path, capsys, content, words):
 def test_a_planted_bug_is_caught_shrunk_and_replayed(tmp_path, capsys, planted, min_drafts):
     impl = f"tests.planted_greedy:{planted}"
     status = main(["check", "--stage", "rejection.greedy", "--impl", impl, "--device", "cpu",
-                   "--cases", str(tmp_path), "--examples", "200"])
+                   "--findings", str(tmp_path), "--examples", "200"])
     report = capsys.readouterr().out
     assert status == 1, report
     [case] = list(tmp_path.rglob("*.npz"))
@@ -185,7 +185,7 @@ def test_readme_test_command_is_what_ci_runs():
 def test_conformance_runs_every_check_in_a_worker(tmp_path, capsys):
     report = tmp_path / "report.json"
     assert main(["check", "--profile", "conformance", "--stage", "rejection.expand", "--backend", "torch",
-                 "--examples", "3", "--cases", str(tmp_path), "--json", str(report)]) == 0
+                 "--examples", "3", "--findings", str(tmp_path), "--json", str(report)]) == 0
     outcomes = json.loads(report.read_text())["outcomes"]
     assert [(o["stage"], o["backend"], o["check"], o["status"], o["examples"]) for o in outcomes
             if o["device"] == "cpu"] == [

@@ -8,7 +8,6 @@ import pytest
 from specverify import backends, cases, registry, session
 from specverify.backends import BACKENDS, Target
 from specverify.cli import main
-from specverify.profiles import PROFILES
 
 GREEDY = registry.all_stages()["rejection.greedy"]
 EXPAND = registry.all_stages()["rejection.expand"]
@@ -17,7 +16,7 @@ EXPAND = registry.all_stages()["rejection.expand"]
 def check_impl(tmp_path, capsys, function: str, *extra: str, stage: str = "rejection.greedy") -> tuple[int, dict, str]:
     report = tmp_path / "report.json"
     status = main(["check", "--stage", stage, "--impl", f"tests.hostile:{function}", "--device", "cpu",
-                   "--cases", str(tmp_path / "cases"), "--json", str(report), "--timeout", "3",
+                   "--findings", str(tmp_path / "findings"), "--json", str(report), "--timeout", "3",
                    "--target-timeout", "60", *extra])
     return status, json.loads(report.read_text()), capsys.readouterr().out
 
@@ -66,9 +65,8 @@ def test_a_misbehaving_built_in_kernel_fails_its_target_and_the_run_goes_on(tmp_
     """A torch-backend target whose kernel misbehaves, run isolated beside a good one."""
     bad = Target(GREEDY, BACKENDS["torch"], "cpu", f"tests.hostile:{function}")
     good = backends.target(EXPAND, "torch", "cpu")
-    options = session.Options(PROFILES["conformance"], 0, examples=4, cases_dir=tmp_path, example_timeout=3,
-                              target_timeout=60)
-    outcomes = session.run([bad, good], options)
+    plan = session.RunPlan.build("conformance", examples=4, findings=tmp_path, timeout=3, target_timeout=60)
+    outcomes = session.run([bad, good], plan)
     bad_outcomes = [o for o in outcomes if o.stage == GREEDY.name]
     assert {o.check for o in bad_outcomes} == {"valid", "invalid"}     # every check ran, not just the first
     assert all(o.status == "failed" and o.kind == kind for o in bad_outcomes), [o.headline for o in bad_outcomes]
@@ -87,7 +85,7 @@ def test_an_outside_module_that_exits_at_import_is_its_failure(tmp_path, capsys,
     monkeypatch.chdir(tmp_path)
     (tmp_path / "exits_on_import.py").write_text("import os\nos._exit(3)\ndef greedy(**kw):\n    pass\n")
     status = main(["check", "--stage", "rejection.greedy", "--impl", "exits_on_import:greedy", "--device", "cpu",
-                   "--cases", str(tmp_path / "cases"), "--examples", "3"])
+                   "--findings", str(tmp_path / "findings"), "--examples", "3"])
     out = capsys.readouterr().out
     assert status == 1 and "could not be loaded" in out or "exited with status 3" in out, out
 

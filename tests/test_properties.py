@@ -8,7 +8,6 @@ import torch
 from specverify import registry, session
 from specverify.backends import BACKENDS, Target
 from specverify.checks import CHECKS
-from specverify.profiles import PROFILES
 
 EXPAND = registry.all_stages()["rejection.expand"]
 PROPERTIES = ("no-sync", "launches", "graph-replay")
@@ -26,9 +25,8 @@ def test_properties_apply_to_cuda_production_targets_only():
 
 def run_property(function: str, check: str, tmp_path, isolate: bool, stage=EXPAND):
     target = Target(stage, BACKENDS["impl"] if isolate else BACKENDS["torch"], "cuda", f"tests.hostile:{function}")
-    options = session.Options(PROFILES["ci"], 0, examples=30, cases_dir=tmp_path, checks=(check,),
-                              isolate=isolate)
-    [outcome] = session.run([target], options)
+    plan = session.RunPlan.build("ci", examples=30, findings=tmp_path, checks=(check,), isolate=isolate)
+    [outcome] = session.run([target], plan)
     return outcome
 
 

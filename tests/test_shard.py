@@ -10,7 +10,6 @@ from specverify import backends, properties, registry, session, shard
 from specverify.backends import BACKENDS, Target
 from specverify.checks import CHECKS
 from specverify.kernels.torch.rejection import greedy
-from specverify.profiles import PROFILES
 
 GREEDY = registry.all_stages()["rejection.greedy"]
 EXPAND = registry.all_stages()["rejection.expand"]
@@ -22,8 +21,8 @@ def targets() -> list[Target]:
     return found + [Target(GREEDY, BACKENDS["torch"], "cpu", "tests.planted_greedy:bonus_even_after_reject")]
 
 
-def options(cases_dir) -> session.Options:
-    return session.Options(PROFILES["ci"], 7, examples=12, cases_dir=cases_dir, checks=("valid", "hazard"))
+def options(findings) -> session.RunPlan:
+    return session.RunPlan.build("ci", seed=7, examples=12, findings=findings, checks=("valid", "hazard"))
 
 
 def summary(outcomes) -> list[tuple]:
@@ -85,7 +84,7 @@ def test_cross_device_check(tmp_path, monkeypatch):
     assert "needs two or more cpu devices (1 visible)" in cross.applies(good)
     monkeypatch.setattr(properties, "CPU_DEVICES", 2)
     assert cross.applies(good) is None and cross.spans_devices
-    opts = session.Options(PROFILES["ci"], 0, examples=40, cases_dir=tmp_path, checks=("cross-device",))
+    opts = session.RunPlan.build("ci", examples=40, findings=tmp_path, checks=("cross-device",))
     [passed] = session.run([good], opts)
     assert passed.status == "passed" and passed.measures == {"devices": 2}
     bad = Target(GREEDY, BACKENDS["torch"], "cpu", "tests:differs", differs_on_device_1)

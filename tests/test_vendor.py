@@ -43,6 +43,7 @@ def demo(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.syspath_prepend(str(DEMO))
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SPECVERIFY_FINDINGS")       # the default findings folder, as in the demo's README
     shutil.copytree(DEMO / "cases", tmp_path / "cases")
     shutil.copy(DEMO / "waivers.toml", tmp_path / "waivers.toml")
     return tmp_path
@@ -90,7 +91,12 @@ def test_the_example_vendor_report(demo, capsys):
     assert corpus["eagle.next_token_padded"]["status"] == "failed" and corpus["eagle.next_token_padded"]["found_after"] == 1
     assert corpus["eagle.extend_queries"]["status"] == "failed" and "SIGABRT" in corpus["eagle.extend_queries"]["headline"]
     assert corpus["rejection.recovered"]["status"] == "xfailed"
-    assert all(f["replay"].startswith("specverify replay cases/") for o in outcomes for f in o["failures"])
+    # replay commands name the corpus file replayed, or the finding saved in ./specverify-findings (never cases/)
+    folder = {True: "cases/", False: "specverify-findings/"}
+    assert all(f["replay"].startswith(f"specverify replay {folder[o['check'] == 'corpus']}")
+               for o in outcomes for f in o["failures"])
+    assert list((demo / "specverify-findings" / "eagle.next_token_padded").glob("*.npz"))
+    assert sorted(p.stem for p in (demo / "cases").rglob("*.npz")) == sorted(p.stem for p in (DEMO / "cases").rglob("*.npz"))
     assert {(o["stage"], o["check"]): o["status"] for o in outcomes if o["check"] != "corpus"} == {
         ("eagle.next_token_padded", "valid"): "failed", ("eagle.extend_queries", "valid"): "failed",
         ("rejection.recovered", "valid"): "passed", ("rejection.recovered", "hazard"): "xfailed",
@@ -206,7 +212,7 @@ def test_pytest_is_a_front_door_in_a_vendor_repository(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--specverify-vendor",
                            "vendor_demo", "--specverify-device", "cpu", "--specverify-examples", "5",
-                           "--specverify-cases", str(tmp_path / "cases"), "-k", "expand or next_token",
+                           "--specverify-findings", str(tmp_path / "findings"), "-k", "expand or next_token",
                            "-m", "not corpus", "--junitxml", "out.xml", "-q"],
                           cwd=repo, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]

@@ -21,7 +21,6 @@ from specverify.bench.baselines import BASELINES
 from specverify.bench.timing import Settings
 from specverify.harness import OracleError, expect, judge
 from specverify.materialize import Plan
-from specverify.profiles import PROFILES
 from specverify.stage import BENCH_SPEC, Stage
 
 BATCHES = (1, 16, 64, 256, 512, 1024)
@@ -36,8 +35,8 @@ class Options:
     timing: Settings = field(default_factory=Settings)
     backends: tuple[str, ...] | None = None     # our backends to bench (None: every one the stage has)
     outside: dict[str, str] = field(default_factory=dict)  # stage -> "module:function" benched beside ours
-    seed: int = 0
-    timeout: float = 600.0                       # per call of an implementation
+    plan: session.RunPlan = field(default_factory=lambda: session.RunPlan.build(
+        isolate=False, timeout=600.0, keep_findings=False))   # the calls: seed (of the inputs), time limit
 
 
 def reads_vocab(stage: Stage) -> bool:
@@ -91,12 +90,11 @@ def bench_stage(stage: Stage, options: Options, progress: Callable[[dict], None]
         return [], notes
     settings = Settings(options.timing.calls, options.timing.replays, options.timing.repeat,
                         graph=capturable(stage), launches=not stage.host)
-    call_options = session.Options(PROFILES["ci"], options.seed, isolate=False, example_timeout=options.timeout)
     callers: dict[str, Any] = {}
     rows = []
     try:
         for batch, vocab in sizes(stage, options):
-            example = stage.bench(batch, vocab, np.random.default_rng([options.seed, batch, vocab]))
+            example = stage.bench(batch, vocab, np.random.default_rng([options.plan.run_seed, batch, vocab]))
             try:
                 expected = expect(stage, example)
                 error = None
@@ -110,7 +108,7 @@ def bench_stage(stage: Stage, options: Options, progress: Callable[[dict], None]
                     row.update(status="error", message=error)
                 else:
                     if name not in callers:
-                        callers[name] = session.caller_for(target, call_options)
+                        callers[name] = session.caller_for(target, options.plan)
                     row.update(checked_and_timed(stage, target, callers[name], example, expected, settings))
                 rows.append(row)
                 progress(row)
@@ -188,7 +186,7 @@ def goals(rows: list[dict]) -> list[dict]:
 
 def settings_json(options: Options) -> dict:
     return {"device": options.device, "batches": list(options.batches), "vocabs": list(options.vocabs),
-            "spec": BENCH_SPEC, "seed": options.seed, "outside": dict(options.outside),
+            "spec": BENCH_SPEC, "seed": options.plan.run_seed, "outside": dict(options.outside),
             "backends": list(options.backends) if options.backends else None, **asdict(options.timing)}
 
 
