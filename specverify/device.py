@@ -20,9 +20,10 @@ from typing import Any, Callable, NamedTuple
 Call = Callable[[], Any]
 
 SYNC_ERROR = 2                 # CUDA's sync debug mode "error": a synchronizing torch operation raises
-SPIN_CYCLES_PER_S = 3e9        # above any GPU's clock: a witness spins at least as long as planned
+CALIBRATION_CYCLES = 1 << 21   # the spin timed once per device: the witness kernel's cycles per second
 MIN_WITNESS_S = 1e-3           # the first witness spins 20 x the warm-up call's host time, within these
 MAX_FIRST_WITNESS_S = 0.25
+LONGER = 20                    # a retried witness: this many times the first one and the call it timed
 MARKER_CYCLES = 1000           # a marker kernel's spin
 MARKER = "spin_kernel"         # the name torch.cuda._sleep's kernel has in the profiler's record
 
@@ -49,6 +50,8 @@ class Instruments:
     event_type: type | None                 # torch._C._CudaEventBase
     record: Callable | None                 # its methods
     query: Callable | None
+    wait: Callable | None                   # (the event's synchronize)
+    elapsed_ms: Callable | None
     profile: type                           # torch.profiler.profile
     cuda_activity: Any
     cuda_device_type: Any
@@ -78,7 +81,8 @@ def take_instruments() -> Instruments:
         getattr(c, "_cuda_setDevice", None), getattr(c, "_cuda_set_sync_debug_mode", None),
         getattr(c, "_cuda_get_sync_debug_mode", None), getattr(c, "_cuda_sleep", None),
         getattr(c, "_cuda_getCurrentStream", None), getattr(c, "_CudaStreamBase", None), event,
-        getattr(event, "record", None), getattr(event, "query", None),
+        getattr(event, "record", None), getattr(event, "query", None), getattr(event, "synchronize", None),
+        getattr(event, "elapsed_time", None),
         profile, ProfilerActivity.CUDA, DeviceType.CUDA)
 
 
@@ -108,11 +112,11 @@ def device_index(device: str) -> int | None:
     return int(index) if sep else None
 
 
-def synchronize(device: str) -> None:
+def synchronize(device: str, tools: Instruments | None = None) -> None:
     """Wait for all work on `device` ("cuda", "cuda:1"; anything else: nothing to wait for)."""
     if not device.startswith("cuda"):
         return
-    tools = instruments()
+    tools = tools or instruments()
     index, current = device_index(device), tools.get_device()
     if index is None or index == current:
         tools.synchronize()
@@ -163,16 +167,16 @@ def launches_between_markers(activities: list[Activity]) -> dict:
     return {"launches": len(inside), "kernels": sorted(set(inside))[:12]}
 
 
-def count_launches(call: Call, device: str) -> tuple[Any, dict]:
+def count_launches(call: Call, device: str, tools: Instruments | None = None) -> tuple[Any, dict]:
     """The call under the profiler, between two marker kernels: how many device activities (kernels,
     copies, fills) it launched (`launches_between_markers`)."""
-    tools = instruments()
-    synchronize(device)
+    tools = tools or instruments()
+    synchronize(device, tools)
     with tools.profile(activities=[tools.cuda_activity]) as prof:
         tools.sleep(MARKER_CYCLES)
         returned = call()
         tools.sleep(MARKER_CYCLES)
-        synchronize(device)
+        synchronize(device, tools)
     activities = [Activity(e.name, (e.id, e.time_range.start)) for e in prof.events()
                   if e.device_type == tools.cuda_device_type]
     return returned, launches_between_markers(activities)
@@ -204,20 +208,44 @@ def first_witness_s(warm: WitnessReading) -> float:
 
 
 def longer_witness_s(reading: WitnessReading) -> float:
-    """The retry after a finished witness: ten times longer than the witness and than the call."""
-    return 10 * max(reading.spin_s, reading.call_s)
+    """The retry after a finished witness: LONGER times the witness and the call."""
+    return LONGER * max(reading.spin_s, reading.call_s)
+
+
+def current_stream(tools: Instruments):
+    found = tools.current_stream(tools.get_device())
+    return tools.stream_type(stream_id=found[0], device_index=found[1], device_type=found[2])
+
+
+_spin_rates: dict[int, float] = {}
+
+
+def spin_rate(tools: Instruments) -> float:
+    """The witness kernel's cycles per second on the current device, timed once (after a warm-up spin:
+    the kernel's first launch loads it)."""
+    index = tools.get_device()
+    if index not in _spin_rates:
+        stream = current_stream(tools)
+        tools.sleep(MARKER_CYCLES)
+        start, end = tools.event_type(enable_timing=True), tools.event_type(enable_timing=True)
+        tools.record(start, stream)
+        tools.sleep(CALIBRATION_CYCLES)
+        tools.record(end, stream)
+        tools.wait(end)
+        _spin_rates[index] = CALIBRATION_CYCLES / max(tools.elapsed_ms(start, end) / 1e3, 1e-9)
+    return _spin_rates[index]
 
 
 def witnessed_call(tools: Instruments, call: Call, device: str, spin_s: float) -> tuple[Any, WitnessReading]:
-    synchronize(device)
+    """The call with the sync debug mode set to error, behind a witness kernel of `spin_s` (0: none)."""
+    synchronize(device, tools)
     before = tools.get_sync_debug_mode()
     witness = None
     if spin_s:
-        stream = tools.current_stream(tools.get_device())
-        stream = tools.stream_type(stream_id=stream[0], device_index=stream[1], device_type=stream[2])
-        tools.sleep(int(spin_s * SPIN_CYCLES_PER_S))
+        cycles = int(spin_s * spin_rate(tools))
+        tools.sleep(cycles)
         witness = tools.event_type()
-        tools.record(witness, stream)
+        tools.record(witness, current_stream(tools))
     tools.set_sync_debug_mode(SYNC_ERROR)
     try:
         started = time.perf_counter()
@@ -227,15 +255,15 @@ def witnessed_call(tools: Instruments, call: Call, device: str, spin_s: float) -
         mode_after = tools.get_sync_debug_mode()
     finally:
         tools.set_sync_debug_mode(before)
-    synchronize(device)
+    synchronize(device, tools)
     return returned, WitnessReading(spin_s, call_s, pending, mode_after)
 
 
-def check_no_sync(call: Call, device: str) -> tuple[Any, dict]:
+def check_no_sync(call: Call, device: str, tools: Instruments | None = None) -> tuple[Any, dict]:
     """A warm-up call, then the call behind a witness (retried once, longer, when it had finished), each
     with the sync debug mode set to error. Measures: {"witness": "pending" | "finished"}, or
     {"tampered": "sync_debug_mode"}."""
-    tools = instruments()
+    tools = tools or instruments()
     returned, warm = witnessed_call(tools, call, device, 0.0)
     if witness_verdict(warm) == "tampered":
         return returned, {"tampered": "sync_debug_mode"}
