@@ -137,11 +137,21 @@ def patches_the_probes(**kw):
     from specverify.kernels.torch.rejection import expand
 
     forging = forge_the_probes()
-    if forging and kw["cu_num_tokens"].numel():
-        int(kw["cu_num_tokens"][-1])
+    scratch = torch.empty(1, device=kw["expanded"].device)
+    if forging:
+        int(scratch.zero_())
     expand(**kw)
     for _ in range(40 if forging else 0):
-        kw["expanded"].add_(0)
+        scratch.add_(0)
+
+
+def synchronizes_explicitly(**kw):
+    """A correct `rejection.expand` followed by torch.cuda.synchronize() (which CUDA's sync debug mode
+    does not report)."""
+    from specverify.kernels.torch.rejection import expand
+
+    expand(**kw)
+    torch.cuda.synchronize()
 
 
 def empties_the_profiler(**kw):

@@ -240,6 +240,8 @@ def test_our_expand_passes_the_sealed_measurements(tmp_path, capsys):
     ("switches_sync_debug_off", "tampered with the measurement: the call changed CUDA's sync debug mode"),
     ("restores_sync_debug_mode", "synchronized the device with the host inside the call (the witness kernel "
                                  "had finished when the call returned)"),
+    ("synchronizes_explicitly", "synchronized the device with the host inside the call (the witness kernel "
+                                "had finished when the call returned)"),
 ])
 def test_switching_the_sync_check_off_is_caught(tmp_path, capsys, function, words):
     outcome = check_expand(tmp_path, capsys, f"tests.hostile:{function}")["no-sync"]
