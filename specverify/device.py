@@ -187,7 +187,7 @@ def count_launches(call: Call, device: str, tools: Instruments | None = None) ->
 @dataclass(frozen=True)
 class WitnessReading:
     """One call made with the sync debug mode set to error, behind a witness kernel."""
-    spin_s: float         # how long the witness spins at least (0: no witness, a warm-up call)
+    spin_s: float         # how long the witness spins
     call_s: float         # the call's host time
     pending: bool         # the witness had not finished when the call returned
     mode_after: int       # CUDA's sync debug mode read back after the call
@@ -198,13 +198,12 @@ def witness_verdict(reading: WitnessReading) -> str:
     returned: the call waited for the device, or outlasted the witness) or "pending"."""
     if reading.mode_after != SYNC_ERROR:
         return "tampered"
-    if reading.spin_s and not reading.pending:
-        return "finished"
-    return "pending"
+    return "pending" if reading.pending else "finished"
 
 
-def first_witness_s(warm: WitnessReading) -> float:
-    return min(MAX_FIRST_WITNESS_S, max(MIN_WITNESS_S, 20 * warm.call_s))
+def first_witness_s(warm_s: float) -> float:
+    """The first witness: 20 x the warm-up call's host time, within MIN_WITNESS_S and MAX_FIRST_WITNESS_S."""
+    return min(MAX_FIRST_WITNESS_S, max(MIN_WITNESS_S, 20 * warm_s))
 
 
 def longer_witness_s(reading: WitnessReading) -> float:
@@ -237,21 +236,18 @@ def spin_rate(tools: Instruments) -> float:
 
 
 def witnessed_call(tools: Instruments, call: Call, device: str, spin_s: float) -> tuple[Any, WitnessReading]:
-    """The call with the sync debug mode set to error, behind a witness kernel of `spin_s` (0: none)."""
+    """The call with the sync debug mode set to error, behind a witness kernel that spins `spin_s`."""
     synchronize(device, tools)
     before = tools.get_sync_debug_mode()
-    witness = None
-    if spin_s:
-        cycles = int(spin_s * spin_rate(tools))
-        tools.sleep(cycles)
-        witness = tools.event_type()
-        tools.record(witness, current_stream(tools))
+    tools.sleep(int(spin_s * spin_rate(tools)))
+    witness = tools.event_type()
+    tools.record(witness, current_stream(tools))
     tools.set_sync_debug_mode(SYNC_ERROR)
     try:
         started = time.perf_counter()
         returned = call()
         call_s = time.perf_counter() - started
-        pending = witness is not None and not tools.query(witness)
+        pending = not tools.query(witness)
         mode_after = tools.get_sync_debug_mode()
     finally:
         tools.set_sync_debug_mode(before)
@@ -260,14 +256,14 @@ def witnessed_call(tools: Instruments, call: Call, device: str, spin_s: float) -
 
 
 def check_no_sync(call: Call, device: str, tools: Instruments | None = None) -> tuple[Any, dict]:
-    """A warm-up call, then the call behind a witness (retried once, longer, when it had finished), each
-    with the sync debug mode set to error. Measures: {"witness": "pending" | "finished"}, or
-    {"tampered": "sync_debug_mode"}."""
+    """A warm-up call (unmeasured: it compiles and caches what the call needs), then the call behind a
+    witness (retried once, longer, when it had finished), with the sync debug mode set to error.
+    Measures: {"witness": "pending" | "finished"}, or {"tampered": "sync_debug_mode"}."""
     tools = tools or instruments()
-    returned, warm = witnessed_call(tools, call, device, 0.0)
-    if witness_verdict(warm) == "tampered":
-        return returned, {"tampered": "sync_debug_mode"}
-    spin_s = first_witness_s(warm)
+    synchronize(device, tools)
+    started = time.perf_counter()
+    call()
+    spin_s = first_witness_s(time.perf_counter() - started)
     for _ in range(2):
         returned, reading = witnessed_call(tools, call, device, spin_s)
         verdict = witness_verdict(reading)

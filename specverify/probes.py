@@ -24,12 +24,15 @@ def plain(call: Call, bound: Bound, device: str) -> tuple[Any, dict]:
 
 
 def no_sync(call: Call, bound: Bound, device: str) -> tuple[Any, dict]:
-    """The call with CUDA's sync debug mode set to error, behind a witness kernel (`device.check_no_sync`)."""
+    """After a warm-up call, the call with CUDA's sync debug mode set to error, behind a witness kernel
+    (`device.check_no_sync`)."""
     return check_no_sync(call, device)
 
 
 def launches(call: Call, bound: Bound, device: str) -> tuple[Any, dict]:
-    """The device activities the call launched, between marker kernels (`device.count_launches`)."""
+    """After a warm-up call (it compiles and caches what the call needs), the device activities the call
+    launched, between marker kernels (`device.count_launches`)."""
+    call()
     return count_launches(call, device)
 
 
