@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from specverify import device, materialize, probes, registry, session
+from specverify import backends, device, materialize, probes, registry, session
 from specverify.backends import BACKENDS, Target
 from specverify.calls import InProcess, Result
 from specverify.checks import CHECKS, Context
@@ -239,8 +239,7 @@ def test_our_expand_passes_the_sealed_measurements(tmp_path, capsys):
 def test_our_kernels_pass_in_a_fresh_worker(tmp_path, backend):
     """A fresh worker caches nothing before the measured call: the warm-up call does (graph.step_context's
     Torch kernel makes a device constant from a host list at its first call)."""
-    target = Target(registry.all_stages()["graph.step_context"], BACKENDS[backend], "cuda",
-                    f"specverify.kernels.{backend}.graph:step_context")
+    target = backends.target(registry.all_stages()["graph.step_context"], backend, "cuda")
     options = session.Options(PROFILES["ci"], 0, examples=30, cases_dir=tmp_path, checks=("no-sync", "launches"),
                               isolate=True)
     outcomes = session.run([target], options)
