@@ -5,7 +5,6 @@ probe table and the fresh worker are tested here without a GPU too."""
 import json
 from dataclasses import replace
 
-import numpy as np
 import pytest
 import torch
 

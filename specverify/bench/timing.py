@@ -5,10 +5,11 @@ On CUDA, per call: the host time (eager calls, no synchronization inside the tim
 `repeat` loops), the launches (one call under the torch profiler, between marker kernels:
 `specverify.device.count_launches`) and the device time (a CUDA graph of `calls` calls replayed
 `replays` times, timed with events, median per call; a call that cannot be captured, one taking host
-lists for example, is timed with events around eager calls instead and says so). On the CPU there is no device: the device time is the wall time of
-synchronous calls, with no graph and no launch count. A host-timed loop makes `calls` calls, more when a
-call is short (a loop lasts at least MIN_LOOP_S: host stages take microseconds) and fewer when it is long
-(at most about MAX_LOOP_S: the Triton interpreter on the CPU).
+lists for example, is timed with events around eager calls instead and says so). On the CPU there is
+no device: the device time is the wall time of synchronous calls, with no graph and no launch count. A
+host-timed loop makes `calls` calls, more when a call is short (a loop lasts at least MIN_LOOP_S: host
+stages take microseconds) and fewer when it is long (at most about MAX_LOOP_S: the Triton interpreter
+on the CPU).
 """
 from __future__ import annotations
 
