@@ -4,6 +4,7 @@ measurements (specverify/device.py) are sealed against the implementation: the d
 probe table and the fresh worker are tested here without a GPU too."""
 import json
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -181,6 +182,35 @@ def test_launches_count_between_the_markers_in_launch_order():
                                                                                   "late side-stream kernel"]}
     for cut in (record[:1], record[2:], []):
         assert device.launches_between_markers(cut) == {"tampered": "profiler_record"}
+
+
+class Profile:
+    """A profiler whose record is what `log` holds once the profiled region ends (`keep`: which entries)."""
+
+    def __init__(self, log, keep):
+        self.log, self.keep = log, keep
+
+    def __enter__(self):
+        self.log.clear()
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def events(self):
+        return [SimpleNamespace(name=name, id=i, time_range=SimpleNamespace(start=i), device_type="cuda")
+                for i, name in enumerate(self.log) if self.keep(name)]
+
+
+@pytest.mark.parametrize("keep,measures", [
+    (lambda name: True, {"launches": 2, "kernels": ["fill", "kernel"]}),
+    (lambda name: name != device.MARKER, {"tampered": "profiler_record"}),
+])
+def test_launches_are_read_between_the_markers_of_the_record(keep, measures):
+    log = []
+    tools = replace(FakeDevice().tools(), sleep=lambda cycles: log.append(device.MARKER),
+                    profile=lambda activities: Profile(log, keep), cuda_device_type="cuda")
+    assert device.count_launches(lambda: log.extend(["kernel", "fill"]), "cuda", tools) == (None, measures)
 
 
 class Answers:
