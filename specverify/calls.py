@@ -67,13 +67,6 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def synchronize(device: str) -> None:
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize(device)
-
-
 @contextmanager
 def on_device(device: str) -> Iterator[None]:
     """Make `device` ("cuda:1") the current CUDA device for the call (Triton launches on the current
@@ -89,16 +82,17 @@ def on_device(device: str) -> Iterator[None]:
 
 def invoke(impl: Callable[..., Any], plan: Plan, arena: np.ndarray, lib: str, device: str, checked: bool,
            timeout: float | None, probe: str = "plain") -> tuple[Any, CallError | None, Bound, dict]:
-    """Call `impl` on the plan's arguments over `arena`, the way `probe` (specverify.probes) says;
-    afterwards the arena holds what it did. Returns (returned value, error, bound arguments, measures)."""
+    """Call `impl` on the plan's arguments over `arena`, the way `probe` (specverify.probes, through the
+    table `specverify.device.seal` took) says; afterwards the arena holds what it did. Returns (returned
+    value, error, bound arguments, measures)."""
+    from specverify.device import resolve_probe
     from specverify.kernels.checks import checked_mode
-    from specverify.probes import resolve
 
     bound = Bound(plan, arena, lib, device)
     returned, error, measures = None, None, {}
     try:
         with checked_mode(checked), time_limit(timeout), on_device(device):
-            returned, measures = resolve(probe)(lambda: impl(**bound.kwargs), bound, device)
+            returned, measures = resolve_probe(probe)(lambda: impl(**bound.kwargs), bound, device)
     except CallTimeout:
         error = CallError("timeout", f"timed out: still running after {timeout:g} s")
     except KeyboardInterrupt:

@@ -1,18 +1,26 @@
 """Properties of a production call beyond its output bytes, checked on CUDA targets (registered checks).
 
-- `no-sync`: the call never synchronizes the device with the host (CUDA's sync debug mode as an error);
-- `launches`: how many device activities (kernels, copies, fills) one call launches, at most the bound
-  the stage's record gives its backend (`Stage.launches`); the largest count seen is reported either way;
+- `no-sync`: the call never synchronizes the device with the host: CUDA's sync debug mode set to error,
+  and a witness kernel queued before the call that must still be running when the call returns; a call
+  that changes the debug mode has tampered with the measurement;
+- `launches`: how many device activities (kernels, copies, fills) one call launches, counted between
+  two marker kernels, at most the bound the stage's record gives its backend (`Stage.launches`); the
+  largest count seen is reported either way; a record without both markers has been tampered with;
 - `graph-replay`: the call captured in a CUDA graph and replayed gives the bytes the contract requires
   (not asked of a stage that takes host lists: their copy to the device cannot be captured);
 - `cross-device`: the same drawn case called on every visible device leaves identical bytes (the whole
   arena: outputs, poison and guards) and returns the same value; asked where two or more devices are
   visible (`device_count`); a sharded run keeps it in the driver, which sees every device.
-Each draws a tenth of the valid tier's examples (at least 3), the same inputs as that tier's start.
+Each draws a tenth of the valid tier's examples (at least 3), the same inputs as that tier's start. An
+isolated target's property checks each run in a fresh worker (`fresh_caller`): nothing an earlier call of
+the target did in its process carries over. The measurements are `specverify.device`'s.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import replace
+from typing import Iterator
 
 import numpy as np
 
@@ -21,6 +29,7 @@ from specverify.backends import Target
 from specverify.calls import InProcess, Result
 from specverify.checks import Check, Context, Outcome, register
 from specverify.compare import element_bytes_differ, show
+from specverify.device import TAMPERING
 from specverify.harness import Failure, clock, expect, judge
 from specverify.materialize import same_value
 from specverify.stage import Example
@@ -56,12 +65,24 @@ def call_with(probe: str, target: Target, example: Example, ctx: Context):
     return ctx.caller.call(plan, arena, probe=probe)
 
 
+def tampering(target: Target, result: Result, measure: str, missing: str) -> None:
+    """Raise when the call's measures report tampering, or lack `measure` (reported as `missing`)."""
+    code = result.measures.get("tampered", None if measure in result.measures else missing)
+    if code is not None:
+        words = TAMPERING.get(str(code), f"an unknown report ({str(code)[:60]!r})")
+        raise Failure(f"{target.label} tampered with the measurement: {words}", kind="tampered")
+
+
 def verify_no_sync(target: Target, example: Example, ctx: Context) -> dict:
     result = call_with("no_sync", target, example, ctx)
     if result.error is not None:
         words = "synchronized the device with the host inside the call" if "synchroniz" in result.error.text \
             else result.error.headline()
         raise Failure(f"{target.label} {words}: {result.error.text}", result.error.trace, "sync")
+    tampering(target, result, "witness", "no_witness")
+    if result.measures["witness"] != "pending":
+        raise Failure(f"{target.label} synchronized the device with the host inside the call (the witness "
+                      f"kernel had finished when the call returned)", kind="sync")
     return {}
 
 
@@ -69,7 +90,8 @@ def verify_launches(target: Target, example: Example, ctx: Context) -> dict:
     result = call_with("launches", target, example, ctx)
     if result.error is not None:
         raise Failure(f"{target.label} {result.error.headline()}", result.error.trace, result.error.kind)
-    count = int(result.measures.get("launches", 0))
+    tampering(target, result, "launches", "profiler_record")
+    count = int(result.measures["launches"])
     bound = target.stage.launches.get(target.backend.name)
     if bound is not None and count > bound:
         kernels = ", ".join(map(str, result.measures.get("kernels", [])))
@@ -87,11 +109,32 @@ def verify_graph_replay(target: Target, example: Example, ctx: Context) -> dict:
     return {}
 
 
+@contextmanager
+def fresh_caller(ctx: Context) -> Iterator[Context]:
+    """`ctx` with a caller no earlier call could influence: an isolated caller is replaced by a fresh
+    worker of the same implementation (closed afterwards); an in-process one (our kernels) is kept."""
+    base = ctx.caller
+    if not getattr(base, "isolated", False):
+        yield ctx
+        return
+    from specverify.worker import Isolated
+
+    caller = Isolated(base.stage_name, base.source, base.lib, base.device, base.timeout, base.memory)
+    try:
+        problem = caller.start()
+        if problem is not None:
+            raise RuntimeError(f"a fresh worker could not start: {problem.text}")
+        yield replace(ctx, caller=caller)
+    finally:
+        caller.close()
+
+
 def property_check(name: str, doc: str, order: int, verify, applies=on_cuda) -> Check:
     def run(target: Target, ctx: Context) -> Outcome:
         from specverify.search import search
 
-        return search(target, name, "valid", planned(target, ctx.profile, ctx.examples), verify, ctx)
+        with fresh_caller(ctx) as fresh:
+            return search(target, name, "valid", planned(target, ctx.profile, ctx.examples), verify, fresh)
 
     return Check(name, doc, order, applies, run, planned)
 

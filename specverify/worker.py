@@ -31,6 +31,7 @@ import numpy as np
 
 from specverify import env, sandbox
 from specverify.calls import CallError, Result, error_text, invoke
+from specverify.device import seal
 from specverify.materialize import Plan
 
 LOAD_ANSWER = 1 << 20       # bytes: the answer to loading (ready, the module's fingerprint)
@@ -198,6 +199,7 @@ def worker_main(conn, stage_name: str, source: str, lib: str, device: str, log_p
     from specverify import backends
 
     try:
+        seal()      # the measurements' instruments and probe table, before the implementation is imported
         impl = backends.load(source)
     except BaseException as exc:  # a module that fails to import, exits or raises: the target's failure
         missing = isinstance(exc, (ModuleNotFoundError, backends.NotLoadable))

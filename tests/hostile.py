@@ -92,3 +92,81 @@ def host_copy_not_replayed(**kw):
     scratch = torch.empty_like(kw["expanded"])
     expand(**{**kw, "expanded": scratch})
     kw["expanded"].copy_(torch.tensor(scratch.cpu().tolist(), dtype=scratch.dtype, device=scratch.device))
+
+
+def switches_sync_debug_off(**kw):
+    """A correct `rejection.expand` that turns CUDA's sync debug mode off, reads a value back to the host
+    (a sync the mode no longer reports) and leaves the mode off."""
+    from specverify.kernels.torch.rejection import expand
+
+    torch.cuda.set_sync_debug_mode(0)
+    if kw["cu_num_tokens"].numel():
+        int(kw["cu_num_tokens"][-1])
+    expand(**kw)
+
+
+def restores_sync_debug_mode(**kw):
+    """As `switches_sync_debug_off`, but it sets the mode back to error before it returns."""
+    from specverify.kernels.torch.rejection import expand
+
+    torch.cuda.set_sync_debug_mode(0)
+    if kw["cu_num_tokens"].numel():
+        int(kw["cu_num_tokens"][-1])
+    torch.cuda.set_sync_debug_mode("error")
+    expand(**kw)
+
+
+def forge_the_probes() -> bool:
+    """Replace the suite's probes (table and functions) by forgeries that report one launch and no sync;
+    True when they were forged already."""
+    import specverify.probes as probes
+
+    def forged(call, bound, device, *spec):
+        return call(), {"launches": 1, "witness": "pending"}
+
+    already = getattr(probes, "forged", None) is not None
+    probes.PROBES.update(dict.fromkeys(probes.PROBES, forged))
+    probes.PROBES = dict(probes.PROBES)
+    probes.plain = probes.no_sync = probes.launches = probes.forged = forged
+    return already
+
+
+def patches_the_probes(**kw):
+    """A correct `rejection.expand` that forges the probes (`forge_the_probes`); once they are forged
+    (from its second call in a process on) it syncs and launches 40 more kernels per call."""
+    from specverify.kernels.torch.rejection import expand
+
+    forging = forge_the_probes()
+    scratch = torch.empty(1, device=kw["expanded"].device)
+    if forging:
+        int(scratch.zero_())
+    expand(**kw)
+    for _ in range(40 if forging else 0):
+        scratch.add_(0)
+
+
+def synchronizes_explicitly(**kw):
+    """A correct `rejection.expand` followed by torch.cuda.synchronize() (which CUDA's sync debug mode
+    does not report)."""
+    from specverify.kernels.torch.rejection import expand
+
+    expand(**kw)
+    torch.cuda.synchronize()
+
+
+def empties_the_profiler(**kw):
+    """A correct `rejection.expand` that makes the torch profiler's record of it come back empty."""
+    from specverify.kernels.torch.rejection import expand
+
+    torch.profiler.profile.events = lambda self: []
+    expand(**kw)
+
+
+def remembers_its_calls(**kw):
+    """A correct `rejection.expand` that returns how many calls its process has made (state that lives
+    as long as its worker)."""
+    from specverify.kernels.torch.rejection import expand
+
+    remembers_its_calls.calls = getattr(remembers_its_calls, "calls", 0) + 1
+    expand(**kw)
+    return remembers_its_calls.calls

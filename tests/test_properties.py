@@ -1,13 +1,24 @@
 """GPU property checks (no host sync, launches per call, CUDA-graph replay): they apply to CUDA targets
-only, and on a GPU each catches the implementation built to break it (tests/hostile.py)."""
+only, and on a GPU each catches the implementation built to break it (tests/hostile.py). Their
+measurements (specverify/device.py) are sealed against the implementation: the decisions, the sealed
+probe table and the fresh worker are tested here without a GPU too."""
+import json
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-from specverify import registry, session
+from specverify import backends, device, materialize, probes, registry, session
 from specverify.backends import BACKENDS, Target
-from specverify.checks import CHECKS
+from specverify.calls import InProcess, Result
+from specverify.checks import CHECKS, Context
+from specverify.cli import main
+from specverify.harness import Failure
+from specverify.kernels.torch.rejection import expand
+from specverify.profiles import PROFILES
+from specverify.properties import fresh_caller, verify_launches, verify_no_sync
+from specverify.worker import Isolated
 
 EXPAND = registry.all_stages()["rejection.expand"]
 PROPERTIES = ("no-sync", "launches", "graph-replay")
@@ -49,3 +60,243 @@ def test_launches_are_counted_and_bounded(tmp_path):
     assert outcome.status == "passed" and outcome.measures["launches"] >= 40   # no bound declared: reported
     outcome = run_property("launches_many", "launches", tmp_path, False, replace(EXPAND, launches={"torch": 3}))
     assert outcome.status == "failed" and "its record allows 3" in outcome.headline
+
+
+# --- the measurements, without a GPU ------------------------------------------------------------------
+
+def forged(call, bound, where, *spec):
+    return call(), {"launches": 1}
+
+
+def expand_call(caller, probe="plain"):
+    plan, arena = materialize.plan(EXPAND, EXPAND.worked())
+    return caller.call(plan, arena, probe=probe)
+
+
+def test_the_sealed_probe_table_ignores_a_patched_probes_module(monkeypatch):
+    device.seal()
+    monkeypatch.setitem(probes.PROBES, "plain", forged)
+    monkeypatch.setattr(probes, "plain", forged)
+    monkeypatch.setattr(probes, "PROBES", dict.fromkeys(probes.PROBES, forged))
+    result = expand_call(InProcess(expand, "torch", "cpu"))
+    assert result.error is None and result.measures == {}
+
+
+@pytest.mark.parametrize("source", ["tests.forges_probes_at_import:expand", "tests.hostile:patches_the_probes"])
+def test_a_worker_seals_before_it_imports_the_implementation(source):
+    """The implementation forges the probes at its import or at its first call: the worker still measures."""
+    caller = Isolated("rejection.expand", source, "torch", "cpu", 60)
+    try:
+        assert caller.start() is None
+        for _ in range(2):
+            result = expand_call(caller)
+            assert result.error is None and result.measures == {}, result.measures
+    finally:
+        caller.close()
+
+
+def test_property_checks_of_an_isolated_target_get_a_fresh_worker():
+    base = Isolated("rejection.expand", "tests.hostile:remembers_its_calls", "torch", "cpu", 60)
+    ctx = Context(PROFILES["ci"], 0, None, None, base, guard_check=False, deadline=None)
+    try:
+        assert base.start() is None
+        assert [expand_call(base).returned for _ in range(2)] == [1, 2]
+        with fresh_caller(ctx) as fresh:
+            assert fresh.caller is not base and expand_call(fresh.caller).returned == 1
+        assert fresh.caller.process is None            # closed afterwards
+        assert expand_call(base).returned == 3
+    finally:
+        base.close()
+    here = Context(PROFILES["ci"], 0, None, None, InProcess(expand, "torch", "cpu"), False, None)
+    with fresh_caller(here) as same:
+        assert same is here                              # our own kernels keep their caller
+
+
+def reading(pending=True, mode=device.SYNC_ERROR, spin_s=0.01, call_s=0.001):
+    return device.WitnessReading(spin_s, call_s, pending, mode)
+
+
+def test_the_witness_decides_sync_and_tampering():
+    assert device.witness_verdict(reading()) == "pending"
+    assert device.witness_verdict(reading(pending=False)) == "finished"
+    assert device.witness_verdict(reading(mode=0)) == "tampered"
+    assert device.witness_verdict(reading(pending=False, mode=1)) == "tampered"
+    assert device.first_witness_s(1e-6) == device.MIN_WITNESS_S
+    assert device.first_witness_s(0.002) == pytest.approx(0.04)
+    assert device.first_witness_s(30.0) == device.MAX_FIRST_WITNESS_S
+    assert device.longer_witness_s(reading(spin_s=0.01, call_s=0.5)) == pytest.approx(device.LONGER * 0.5)
+
+
+class FakeDevice:
+    """Instruments that record what the measurement does; `behaviour` is what the call does to them."""
+
+    def __init__(self, behaviour=None):
+        self.mode, self.events, self.calls, self.spins = 0, [], 0, []
+        self.behaviour = behaviour or (lambda fake: None)
+
+    def tools(self):
+        def event(enable_timing=False):
+            made = {"done": False}
+            self.events.append(made)
+            return made
+
+        return device.Instruments(
+            synchronize=self.synchronize, get_device=lambda: 0, set_device=None,
+            set_sync_debug_mode=self.set_mode, get_sync_debug_mode=lambda: self.mode,
+            sleep=self.spins.append, current_stream=lambda index: (0, index, 1),
+            stream_type=lambda **kw: kw, event_type=event, record=lambda made, stream: None,
+            query=lambda made: made["done"], wait=lambda made: None,
+            elapsed_ms=lambda start, end: 1.0, profile=None, cuda_activity=None, cuda_device_type=None)
+
+    def synchronize(self):
+        for made in self.events:
+            made["done"] = True
+
+    def set_mode(self, mode):
+        self.mode = mode
+
+    def call(self):
+        self.calls += 1
+        self.behaviour(self)
+        return self.calls
+
+
+def test_no_sync_retries_a_finished_witness_once_then_reports_it():
+    honest = FakeDevice()
+    assert device.check_no_sync(honest.call, "cuda", honest.tools()) == (2, {"witness": "pending"})
+    assert honest.mode == 0                                   # the mode found is put back
+    syncing = FakeDevice(FakeDevice.synchronize)
+    assert device.check_no_sync(syncing.call, "cuda", syncing.tools()) == (3, {"witness": "finished"})
+    assert syncing.spins[-1] >= device.LONGER * syncing.spins[-2] * 0.99     # the retry spins longer
+    switching = FakeDevice(lambda fake: fake.set_mode(0))
+    assert device.check_no_sync(switching.call, "cuda", switching.tools()) == (2, {"tampered": "sync_debug_mode"})
+
+
+def test_launches_count_between_the_markers_in_launch_order():
+    marker = "at::cuda::(anonymous namespace)::spin_kernel(long)"
+    record = [device.Activity("late side-stream kernel", (7, 900.0)), device.Activity(marker, (3, 10.0)),
+              device.Activity("fill", (5, 20.0)), device.Activity(marker, (9, 30.0)),
+              device.Activity("copy", (4, 15.0))]
+    assert device.launches_between_markers(record) == {"launches": 3, "kernels": ["copy", "fill",
+                                                                                  "late side-stream kernel"]}
+    for cut in (record[:1], record[2:], []):
+        assert device.launches_between_markers(cut) == {"tampered": "profiler_record"}
+
+
+class Profile:
+    """A profiler whose record is what `log` holds once the profiled region ends (`keep`: which entries)."""
+
+    def __init__(self, log, keep):
+        self.log, self.keep = log, keep
+
+    def __enter__(self):
+        self.log.clear()
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def events(self):
+        return [SimpleNamespace(name=name, id=i, time_range=SimpleNamespace(start=i), device_type="cuda")
+                for i, name in enumerate(self.log) if self.keep(name)]
+
+
+@pytest.mark.parametrize("keep,measures", [
+    (lambda name: True, {"launches": 2, "kernels": ["fill", "kernel"]}),
+    (lambda name: name != device.MARKER, {"tampered": "profiler_record"}),
+])
+def test_launches_are_read_between_the_markers_of_the_record(keep, measures):
+    log = []
+    tools = replace(FakeDevice().tools(), sleep=lambda cycles: log.append(device.MARKER),
+                    profile=lambda activities: Profile(log, keep), cuda_device_type="cuda")
+    assert device.count_launches(lambda: log.extend(["kernel", "fill"]), "cuda", tools) == (None, measures)
+
+
+class Answers:
+    """A caller whose every call answers with the given measures."""
+
+    isolated = False
+
+    def __init__(self, measures):
+        self.measures = measures
+
+    def call(self, plan, arena, checked=False, probe="plain"):
+        return Result(arena, {}, None, None, self.measures)
+
+
+@pytest.mark.parametrize("verify,measures,words", [
+    (verify_no_sync, {"tampered": "sync_debug_mode"},
+     "tampered with the measurement: the call changed CUDA's sync debug mode"),
+    (verify_no_sync, {"witness": "finished"}, "synchronized the device with the host inside the call (the "
+                                              "witness kernel had finished when the call returned)"),
+    (verify_no_sync, {}, "tampered with the measurement: the no-sync measurement did not come back"),
+    (verify_launches, {"tampered": "profiler_record"},
+     "tampered with the measurement: the profiler's record of the call is incomplete"),
+    (verify_launches, {}, "tampered with the measurement: the profiler's record of the call is incomplete"),
+])
+def test_the_judge_words_what_the_measurement_found(verify, measures, words):
+    target = Target(EXPAND, BACKENDS["impl"], "cuda", "x:y")
+    ctx = Context(PROFILES["ci"], 0, None, None, Answers(measures), False, None)
+    with pytest.raises(Failure) as caught:
+        verify(target, EXPAND.worked(), ctx)
+    assert words in caught.value.headline
+    assert caught.value.kind == ("sync" if measures.get("witness") == "finished" else "tampered")
+    assert verify_no_sync(target, EXPAND.worked(), replace(ctx, caller=Answers({"witness": "pending"}))) == {}
+    assert verify_launches(target, EXPAND.worked(), replace(ctx, caller=Answers({"launches": 2}))) == {"launches": 2}
+
+
+# --- on a GPU: implementations that tamper with the measurement -------------------------------------
+
+def check_expand(tmp_path, capsys, impl: str) -> dict:
+    report = tmp_path / "report.json"
+    main(["check", "--stage", "rejection.expand", "--impl", impl, "--device", "cuda", "--check", "no-sync",
+          "--check", "launches", "--examples", "30", "--findings", str(tmp_path / "cases"), "--json", str(report)])
+    capsys.readouterr()
+    return {o["check"]: o for o in json.loads(report.read_text())["outcomes"]}
+
+
+@needs_cuda
+def test_our_expand_passes_the_sealed_measurements(tmp_path, capsys):
+    found = check_expand(tmp_path, capsys, "specverify.kernels.torch.rejection:expand")
+    assert [found[c]["status"] for c in ("no-sync", "launches")] == ["passed", "passed"], found
+    assert 1 <= found["launches"]["measures"]["launches"] <= EXPAND.launches["torch"]
+
+
+@needs_cuda
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_our_kernels_pass_in_a_fresh_worker(tmp_path, backend):
+    """A fresh worker caches nothing before the measured call: the warm-up call does (graph.step_context's
+    Torch kernel makes a device constant from a host list at its first call)."""
+    target = backends.target(registry.all_stages()["graph.step_context"], backend, "cuda")
+    plan = session.RunPlan.build("ci", examples=30, findings=tmp_path, checks=("no-sync", "launches"), isolate=True)
+    outcomes = session.run([target], plan)
+    assert [o.status for o in outcomes] == ["passed", "passed"], [o.headline for o in outcomes]
+
+
+@needs_cuda
+@pytest.mark.parametrize("function,words", [
+    ("switches_sync_debug_off", "tampered with the measurement: the call changed CUDA's sync debug mode"),
+    ("restores_sync_debug_mode", "synchronized the device with the host inside the call (the witness kernel "
+                                 "had finished when the call returned)"),
+    ("synchronizes_explicitly", "synchronized the device with the host inside the call (the witness kernel "
+                                "had finished when the call returned)"),
+])
+def test_switching_the_sync_check_off_is_caught(tmp_path, capsys, function, words):
+    outcome = check_expand(tmp_path, capsys, f"tests.hostile:{function}")["no-sync"]
+    assert outcome["status"] == "failed" and words in outcome["headline"], outcome["headline"]
+
+
+@needs_cuda
+@pytest.mark.parametrize("impl", ["tests.forges_probes_at_import:expand", "tests.hostile:patches_the_probes"])
+def test_forged_probes_hide_neither_syncs_nor_launches(tmp_path, capsys, impl):
+    found = check_expand(tmp_path, capsys, impl)
+    assert found["no-sync"]["status"] == "failed", found["no-sync"]
+    assert "synchronized the device with the host inside the call" in found["no-sync"]["headline"]
+    assert found["launches"]["status"] == "passed" and found["launches"]["measures"]["launches"] >= 41
+
+
+@needs_cuda
+def test_an_emptied_profiler_record_is_tampering(tmp_path, capsys):
+    outcome = check_expand(tmp_path, capsys, "tests.hostile:empties_the_profiler")["launches"]
+    assert outcome["status"] == "failed" and outcome["kind"] == "tampered"
+    assert "tampered with the measurement: the profiler's record of the call is incomplete" in outcome["headline"]

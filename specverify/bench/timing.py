@@ -2,13 +2,14 @@
 references every figure is divided by: the launch floor and the device's copy bandwidth.
 
 On CUDA, per call: the host time (eager calls, no synchronization inside the timed loop, median over
-`repeat` loops), the launches (one call under the torch profiler, `specverify.probes.launches`) and the
-device time (a CUDA graph of `calls` calls replayed `replays` times, timed with events, median per call;
-a call that cannot be captured, one taking host lists for example, is timed with events around eager
-calls instead and says so). On the CPU there is no device: the device time is the wall time of
-synchronous calls, with no graph and no launch count. A host-timed loop makes `calls` calls, more when a
-call is short (a loop lasts at least MIN_LOOP_S: host stages take microseconds) and fewer when it is long
-(at most about MAX_LOOP_S: the Triton interpreter on the CPU).
+`repeat` loops), the launches (one call under the torch profiler, between marker kernels:
+`specverify.device.count_launches`) and the device time (a CUDA graph of `calls` calls replayed
+`replays` times, timed with events, median per call; a call that cannot be captured, one taking host
+lists for example, is timed with events around eager calls instead and says so). On the CPU there is
+no device: the device time is the wall time of synchronous calls, with no graph and no launch count. A
+host-timed loop makes `calls` calls, more when a call is short (a loop lasts at least MIN_LOOP_S: host
+stages take microseconds) and fewer when it is long (at most about MAX_LOOP_S: the Triton interpreter
+on the CPU).
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import time
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, Callable
+
+from specverify.device import capture, count_launches, synchronize
 
 MIN_LOOP_S = 0.002      # a host-timed loop lasts at least this long (more calls when a call is short) ...
 MAX_LOOP_S = 0.5        # ... and at most about this long (fewer calls, at least one, when a call is long)
@@ -43,13 +46,6 @@ class Settings:
             kind = type(getattr(Settings, key))
             found[key] = kind(int(value))
         return Settings(**found)
-
-
-def synchronize(device: str) -> None:
-    if device == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
 
 
 def loop_calls(call: Callable[[], Any], device: str, calls: int) -> int:
@@ -81,19 +77,10 @@ def host_us(call: Callable[[], Any], device: str, settings: Settings, sync_each:
 
 
 def graph_us(call: Callable[[], Any], settings: Settings) -> float:
-    """Median µs per call of a CUDA graph of `calls` calls, replayed `replays` times."""
+    """Median µs per call of a CUDA graph of `calls` calls (`device.capture`), replayed `replays` times."""
     import torch
 
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        call()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(settings.calls):
-            call()
+    graph, _ = capture(call, settings.calls)
     graph.replay()
     samples = []
     for _ in range(settings.replays):
@@ -133,10 +120,9 @@ def measure(call: Callable[[], Any], bound, device: str, settings: Settings) -> 
         found.update(device_us=host_us(call, device, settings, sync_each=True), device_method="wall")
         return found
     if settings.launches:
-        from specverify.probes import launches
-
-        _, counted = launches(call, bound, device)
-        found.update(launches=counted["launches"], kernels=counted["kernels"])
+        _, counted = count_launches(call, device)
+        if "launches" in counted:     # else the profiler's record was incomplete: no count
+            found.update(launches=counted["launches"], kernels=counted["kernels"])
     found["device_method"] = "events"
     if settings.graph:
         try:

@@ -1,0 +1,275 @@
+"""Measurements on the device: synchronize, a call captured in a CUDA graph, the launches of a call
+(counted between marker kernels) and the no-sync check (CUDA's sync debug mode and a witness kernel).
+
+Sealing. `seal()` takes, once per process, the CUDA entry points these measurements use (`Instruments`:
+the C functions behind `torch.cuda.set_sync_debug_mode`, `torch.cuda._sleep`, `torch.cuda.synchronize`,
+the event methods, the profiler class) and a copy of the probe table (`specverify.probes.PROBES`). The
+worker seals before it imports an implementation; in this process the first `resolve_probe` seals. What
+is rebound afterwards in Python (those torch functions, `specverify.probes` or its table) does not reach
+a measurement. Not sealed: the rest of the suite's Python code in that process, and native code.
+
+The verdicts on what is measured are the judge's (`specverify.properties`); the decisions are plain
+functions here (`witness_verdict`, `launches_between_markers`) so that they can be tested without a GPU.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+Call = Callable[[], Any]
+
+SYNC_ERROR = 2                 # CUDA's sync debug mode "error": a synchronizing torch operation raises
+CALIBRATION_CYCLES = 1 << 21   # the spin timed once per device: the witness kernel's cycles per second
+MIN_WITNESS_S = 1e-3           # the first witness spins 20 x the warm-up call's host time, within these
+MAX_FIRST_WITNESS_S = 0.25
+LONGER = 20                    # a retried witness: this many times the first one and the call it timed
+MARKER_CYCLES = 1000           # a marker kernel's spin
+MARKER = "spin_kernel"         # the name torch.cuda._sleep's kernel has in the profiler's record
+
+# What a measurement reports as tampering (the code travels from the worker, the words are the judge's).
+TAMPERING = {
+    "sync_debug_mode": "the call changed CUDA's sync debug mode",
+    "profiler_record": "the profiler's record of the call is incomplete",
+    "no_witness": "the no-sync measurement did not come back",
+}
+
+
+@dataclass(frozen=True)
+class Instruments:
+    """The callables the measurements use, as they were when the process was sealed (None: a torch
+    without CUDA)."""
+    synchronize: Callable | None            # torch._C._cuda_synchronize (the current device)
+    get_device: Callable | None
+    set_device: Callable | None
+    set_sync_debug_mode: Callable | None
+    get_sync_debug_mode: Callable | None
+    sleep: Callable | None                  # torch._C._cuda_sleep(cycles), on the current stream
+    current_stream: Callable | None         # torch._C._cuda_getCurrentStream(device index)
+    stream_type: type | None                # torch._C._CudaStreamBase
+    event_type: type | None                 # torch._C._CudaEventBase
+    record: Callable | None                 # its methods
+    query: Callable | None
+    wait: Callable | None                   # (the event's synchronize)
+    elapsed_ms: Callable | None
+    profile: type                           # torch.profiler.profile
+    cuda_activity: Any
+    cuda_device_type: Any
+
+
+@dataclass
+class Sealed:
+    instruments: Instruments
+    probes: dict[str, Callable[..., tuple[Any, dict]]]
+
+
+_sealed: list[Sealed] = []
+
+
+def take_instruments() -> Instruments:
+    from specverify import env
+
+    env.prepare()       # before torch's modules, which may import Triton
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    c = torch._C
+    event = getattr(c, "_CudaEventBase", None)
+    return Instruments(
+        getattr(c, "_cuda_synchronize", None), getattr(c, "_cuda_getDevice", None),
+        getattr(c, "_cuda_setDevice", None), getattr(c, "_cuda_set_sync_debug_mode", None),
+        getattr(c, "_cuda_get_sync_debug_mode", None), getattr(c, "_cuda_sleep", None),
+        getattr(c, "_cuda_getCurrentStream", None), getattr(c, "_CudaStreamBase", None), event,
+        getattr(event, "record", None), getattr(event, "query", None), getattr(event, "synchronize", None),
+        getattr(event, "elapsed_time", None),
+        profile, ProfilerActivity.CUDA, DeviceType.CUDA)
+
+
+def seal() -> None:
+    """Take the instruments and the probe table now (the first call in a process wins)."""
+    if not _sealed:
+        from specverify import probes
+
+        _sealed.append(Sealed(take_instruments(), dict(probes.PROBES)))
+
+
+def instruments() -> Instruments:
+    seal()
+    return _sealed[0].instruments
+
+
+def resolve_probe(probe: str) -> Callable[[Call, Any, str], tuple[Any, dict]]:
+    """The sealed probe a name gives: "NAME", or "NAME:SETTINGS" whose settings string is passed on."""
+    seal()
+    name, sep, spec = probe.partition(":")
+    found = _sealed[0].probes[name]
+    return (lambda call, bound, device: found(call, bound, device, spec)) if sep else found
+
+
+def device_index(device: str) -> int | None:
+    _, sep, index = device.partition(":")
+    return int(index) if sep else None
+
+
+def synchronize(device: str, tools: Instruments | None = None) -> None:
+    """Wait for all work on `device` ("cuda", "cuda:1"; anything else: nothing to wait for)."""
+    if not device.startswith("cuda"):
+        return
+    tools = tools or instruments()
+    index, current = device_index(device), tools.get_device()
+    if index is None or index == current:
+        tools.synchronize()
+        return
+    tools.set_device(index)
+    try:
+        tools.synchronize()
+    finally:
+        tools.set_device(current)
+
+
+def capture(call: Call, calls: int = 1, between: Callable[[], None] | None = None):
+    """`calls` calls captured in one CUDA graph, after one warm-up call on a side stream (it compiles and
+    caches what the call needs outside the capture) and `between()` (say, restoring the arguments).
+    Returns (the graph, what the last captured call returned)."""
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        call()
+    torch.cuda.current_stream().wait_stream(stream)
+    if between is not None:
+        between()
+    graph = torch.cuda.CUDAGraph()
+    returned = None
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            returned = call()
+    return graph, returned
+
+
+# --- launches: the device activities between two marker kernels -------------------------------------
+
+class Activity(NamedTuple):
+    name: str
+    order: tuple          # launch order: (the launch's correlation id, the start time)
+
+
+def launches_between_markers(activities: list[Activity]) -> dict:
+    """The count and names of the activities launched between the first and the last marker; a record
+    without both markers is incomplete (the profiler was switched off, patched or cut short)."""
+    ordered = sorted(activities, key=lambda a: a.order)
+    marks = [i for i, a in enumerate(ordered) if MARKER in a.name]
+    if len(marks) < 2:
+        return {"tampered": "profiler_record"}
+    inside = [a.name for a in ordered[marks[0] + 1:marks[-1]]]
+    return {"launches": len(inside), "kernels": sorted(set(inside))[:12]}
+
+
+def count_launches(call: Call, device: str, tools: Instruments | None = None) -> tuple[Any, dict]:
+    """The call under the profiler, between two marker kernels: how many device activities (kernels,
+    copies, fills) it launched (`launches_between_markers`)."""
+    tools = tools or instruments()
+    synchronize(device, tools)
+    with tools.profile(activities=[tools.cuda_activity]) as prof:
+        tools.sleep(MARKER_CYCLES)
+        returned = call()
+        tools.sleep(MARKER_CYCLES)
+        synchronize(device, tools)
+    activities = [Activity(e.name, (e.id, e.time_range.start)) for e in prof.events()
+                  if e.device_type == tools.cuda_device_type]
+    return returned, launches_between_markers(activities)
+
+
+# --- no-sync: CUDA's sync debug mode, and a witness kernel that must outlast the call ----------------
+
+@dataclass(frozen=True)
+class WitnessReading:
+    """One call made with the sync debug mode set to error, behind a witness kernel."""
+    spin_s: float         # how long the witness spins
+    call_s: float         # the call's host time
+    pending: bool         # the witness had not finished when the call returned
+    mode_after: int       # CUDA's sync debug mode read back after the call
+
+
+def witness_verdict(reading: WitnessReading) -> str:
+    """"tampered" (the call changed the debug mode), "finished" (the witness had finished when the call
+    returned: the call waited for the device, or outlasted the witness) or "pending"."""
+    if reading.mode_after != SYNC_ERROR:
+        return "tampered"
+    return "pending" if reading.pending else "finished"
+
+
+def first_witness_s(warm_s: float) -> float:
+    """The first witness: 20 x the warm-up call's host time, within MIN_WITNESS_S and MAX_FIRST_WITNESS_S."""
+    return min(MAX_FIRST_WITNESS_S, max(MIN_WITNESS_S, 20 * warm_s))
+
+
+def longer_witness_s(reading: WitnessReading) -> float:
+    """The retry after a finished witness: LONGER times the witness and the call."""
+    return LONGER * max(reading.spin_s, reading.call_s)
+
+
+def current_stream(tools: Instruments):
+    found = tools.current_stream(tools.get_device())
+    return tools.stream_type(stream_id=found[0], device_index=found[1], device_type=found[2])
+
+
+_spin_rates: dict[int, float] = {}
+
+
+def spin_rate(tools: Instruments) -> float:
+    """The witness kernel's cycles per second on the current device, timed once (after a warm-up spin:
+    the kernel's first launch loads it)."""
+    index = tools.get_device()
+    if index not in _spin_rates:
+        stream = current_stream(tools)
+        tools.sleep(MARKER_CYCLES)
+        start, end = tools.event_type(enable_timing=True), tools.event_type(enable_timing=True)
+        tools.record(start, stream)
+        tools.sleep(CALIBRATION_CYCLES)
+        tools.record(end, stream)
+        tools.wait(end)
+        _spin_rates[index] = CALIBRATION_CYCLES / max(tools.elapsed_ms(start, end) / 1e3, 1e-9)
+    return _spin_rates[index]
+
+
+def witnessed_call(tools: Instruments, call: Call, device: str, spin_s: float) -> tuple[Any, WitnessReading]:
+    """The call with the sync debug mode set to error, behind a witness kernel that spins `spin_s`."""
+    synchronize(device, tools)
+    before = tools.get_sync_debug_mode()
+    tools.sleep(int(spin_s * spin_rate(tools)))
+    witness = tools.event_type()
+    tools.record(witness, current_stream(tools))
+    tools.set_sync_debug_mode(SYNC_ERROR)
+    try:
+        started = time.perf_counter()
+        returned = call()
+        call_s = time.perf_counter() - started
+        pending = not tools.query(witness)
+        mode_after = tools.get_sync_debug_mode()
+    finally:
+        tools.set_sync_debug_mode(before)
+    synchronize(device, tools)
+    return returned, WitnessReading(spin_s, call_s, pending, mode_after)
+
+
+def check_no_sync(call: Call, device: str, tools: Instruments | None = None) -> tuple[Any, dict]:
+    """A warm-up call (unmeasured: it compiles and caches what the call needs), then the call behind a
+    witness (retried once, longer, when it had finished), with the sync debug mode set to error.
+    Measures: {"witness": "pending" | "finished"}, or {"tampered": "sync_debug_mode"}."""
+    tools = tools or instruments()
+    synchronize(device, tools)
+    started = time.perf_counter()
+    call()
+    spin_s = first_witness_s(time.perf_counter() - started)
+    for _ in range(2):
+        returned, reading = witnessed_call(tools, call, device, spin_s)
+        verdict = witness_verdict(reading)
+        if verdict == "tampered":
+            return returned, {"tampered": "sync_debug_mode"}
+        if verdict == "pending":
+            break
+        spin_s = longer_witness_s(reading)
+    return returned, {"witness": verdict}
