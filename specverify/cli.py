@@ -28,7 +28,7 @@ from specverify.report import coverage_tables, failure_report, replay_command, s
 USAGE = 2   # bad usage, an unreadable case, a report not written (the others: specverify.conformance)
 MAX_SECONDS = 7 * 24 * 3600.0   # the longest time limit taken (a week): larger values overflow timers
 
-console = Console(highlight=False, soft_wrap=True)
+console = Console(highlight=False, soft_wrap=True, emoji=False)   # "hostile2:OK" stays text
 if not console.is_terminal:  # logs and pipes: wide enough that tables never fold a stage name
     console.width = max(console.width, 132)
 

@@ -216,3 +216,19 @@ def test_an_empty_vendor_is_a_pytest_usage_error(tmp_path):
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--specverify-vendor", ""],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 4 and "--specverify-vendor: an empty name names no vendor" in done.stderr, done
+
+
+def test_console_messages_keep_emoji_codes_as_text(capsys):
+    status, out = run_cli(["check", "--stage", "hostile2:ok:"], capsys)
+    assert status == 2 and "hostile2:ok:" in out
+
+
+def test_every_console_the_suite_makes_leaves_emoji_codes_alone(monkeypatch):
+    from rich.console import Console
+
+    from specverify import report
+
+    made = []
+    monkeypatch.setattr(report, "Console", lambda **kw: made.append(kw) or Console(**kw))
+    report.inputs_table(GREEDY, greedy_example())
+    assert made and all(kw.get("emoji") is False for kw in made)
