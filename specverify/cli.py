@@ -53,8 +53,9 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--profile", choices=sorted(PROFILES), default="ci")
     chk.add_argument("--impl", type=named, metavar="MODULE:FUNCTION",
                      help="check an outside implementation (one --stage)")
-    chk.add_argument("--vendor", type=named, metavar="NAME", help="check every stage a vendor implements (an entry point of "
-                                                      "group specverify.vendors, or MODULE[:ATTR])")
+    chk.add_argument("--vendor", type=named, metavar="NAME",
+                     help="check every stage a vendor implements (an entry point of group specverify.vendors, "
+                          "or MODULE[:ATTR])")
     chk.add_argument("--waivers", type=Path, metavar="PATH", help="the vendor's waiver file (TOML)")
     chk.add_argument("--check", action="append", choices=list(CHECKS), metavar="CHECK",
                      help=f"only these checks (repeatable; {', '.join(CHECKS)})")

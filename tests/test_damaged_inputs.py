@@ -189,7 +189,7 @@ def test_a_damaged_file_in_the_corpus_is_a_note_and_the_rest_runs(tmp_path, caps
 def test_an_invalid_case_the_oracle_accepts_is_a_note_and_a_true_one_runs(tmp_path, capsys):
     """On our Torch backend (which validates): a case marked invalid whose input is valid is damaged."""
     def invalid(**inputs) -> Example:
-        return Example("invalid", greedy_example(**inputs).inputs, outputs={"output_token_ids": Buffer((1, 3), "int32")},
+        return Example("invalid", greedy_example(**inputs).inputs, outputs=greedy_example().outputs,
                        bad_field="target_argmax", rule="rank 1")
 
     true = cases.save(tmp_path, GREEDY.name, invalid(target_argmax=np.array([[5], [9]], np.int64)), {"backend": "x"})
