@@ -145,7 +145,7 @@ def main() -> int:
         stages = [row[c] for c in columns if c not in ("three_us", "floor_us")]
         table.add_row(str(row["B"]), str(row["byte_equal"]), *[f"{row[c]:.2f}" for c in columns],
                       f"{row['fused_us'] / row['floor_us']:.2f}", f"{max(stages) / row['floor_us']:.2f}")
-    Console(width=200).print(table)
+    Console(width=200, emoji=False).print(table)
     for batch, fields in bad:
         print(f"B={batch}: outputs differ between the three stages and the fused launch: {fields}")
     return 1 if bad else 0

@@ -170,7 +170,7 @@ def main() -> None:
             rows.append(result)
             table.add_row(name, str(b), f"{result['torch_us']:.1f}", f"{result['triton_us']:.1f}",
                           f"{result['torch_us'] / result['triton_us']:.2f}", str(result["torch_launches"]))
-    Console().print(table)
+    Console(emoji=False).print(table)
     out = Path(os.environ.get("OUT", "out"))
     out.mkdir(parents=True, exist_ok=True)
     (out / "torch_metadata.json").write_text(json.dumps({"device": torch.cuda.get_device_name(), "K": K,

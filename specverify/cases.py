@@ -5,7 +5,9 @@ layouts, output buffers, containers, tier); `<hash>.json` beside it records who 
 Files are written to a temporary file in the same folder and renamed (never half-written), with the
 ordinary permissions of the umask; the sidecar's read-modify-write holds a lock on the folder, so writers
 in parallel (pytest -n) lose no record; temporary files and sidecars left by a killed writer are removed.
-Reading validates the header's every field and bounds the shapes before anything is allocated.
+Reading refuses what is not a regular file and bounds the file, the header's bytes and its nesting
+before anything is parsed; it validates the header's every field, bounds ranks and shapes before anything
+is allocated, and checks the inputs and outputs against the stage's record (`case_fields`).
 """
 from __future__ import annotations
 
@@ -23,12 +25,16 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from specverify import bounded
 from specverify.materialize import EXTRA_DTYPES, np_dtype
 from specverify.stage import TIERS, Buffer, Example, Layout
 
 FORMAT = "specverify-case/1"
 MAX_BUFFER_BYTES = 1 << 30        # one output buffer of a case (its strided base)
-MAX_CASE_BYTES = 4 << 30          # all the arrays of a case file, uncompressed
+MAX_CASE_BYTES = 4 << 30          # all the arrays of a case file, uncompressed (and the file itself)
+MAX_HEADER_BYTES = 1 << 20        # the __meta__ JSON header
+MAX_RANK = 8                      # of an input array or an output buffer
+ARRAY_KINDS = "biuf"              # bool, int, unsigned, float: what an input array may hold
 STALE_SECONDS = 600               # a temporary file this old was left by a killed writer
 CONTAINERS = ("list", "ndarray", "tensor")
 
@@ -57,6 +63,8 @@ FILE_MODE = 0o666 & ~_umask()
 
 
 def to_meta(stage: str, ex: Example) -> tuple[dict, dict[str, np.ndarray]]:
+    """The header and the arrays of a case file (layouts only of the inputs that are arrays: an invalid
+    case may have set an input with a layout to None)."""
     arrays, dtypes = {}, {}
     for k, v in ex.inputs.items():
         if isinstance(v, np.ndarray):
@@ -68,7 +76,7 @@ def to_meta(stage: str, ex: Example) -> tuple[dict, dict[str, np.ndarray]]:
                for k, v in ex.inputs.items() if not isinstance(v, np.ndarray)}
     meta = {
         "format": FORMAT, "stage": stage, "tier": ex.tier, "scalars": scalars,
-        "layouts": {k: v.to_json() for k, v in ex.layouts.items()},
+        "layouts": {k: v.to_json() for k, v in ex.layouts.items() if isinstance(ex.inputs.get(k), np.ndarray)},
         "outputs": {k: {"shape": list(b.shape), "dtype": b.dtype,
                         "layout": b.layout.to_json() if b.layout else None} for k, b in ex.outputs.items()},
         "containers": ex.containers, "bad_field": ex.bad_field, "rule": ex.rule,
@@ -170,33 +178,67 @@ def failures_of(path: Path) -> list[dict]:
 
 
 def load(path: Path | str) -> tuple[str, Example]:
-    """The stage name and example stored in a case file; CaseError with one clear line otherwise."""
+    """The stage name and example stored in a case file; CaseError with one clear line otherwise. When
+    the stage is known, its inputs and outputs are checked against the stage's record."""
     path = Path(path)
-    if not path.exists():
-        raise CaseError(f"{path}: no such case file")
-    if not zipfile.is_zipfile(path):
-        raise CaseError(f"{path}: not a readable case file (not an .npz archive, or truncated)")
+    stage_name, example = read(path)
+    from specverify import case_fields, registry
+
+    stage = registry.all_stages().get(stage_name)
+    if stage is not None:
+        try:
+            case_fields.check(stage, example)
+        except case_fields.RecordError as exc:
+            raise CaseError(f"{path}: {exc}") from None
+    return stage_name, example
+
+
+def read(path: Path) -> tuple[str, Example]:
+    """The stage name and example of a case file, its header validated (not yet against a record)."""
     try:
-        with zipfile.ZipFile(path) as archive:
-            size = sum(info.file_size for info in archive.infolist())
-        if size > MAX_CASE_BYTES:
-            raise CaseError(f"{path}: its arrays would take {size} bytes (at most {MAX_CASE_BYTES})")
-        with np.load(path, allow_pickle=False) as data:
-            files = {name: data[name] for name in data.files}
-    except CaseError:
-        raise
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError, MemoryError) as exc:
-        raise CaseError(f"{path}: not a readable case file ({type(exc).__name__}: {exc})") from None
+        with bounded.open_regular(path, MAX_CASE_BYTES) as f:
+            files = read_archive(path, f)
+    except FileNotFoundError:
+        raise CaseError(f"{path}: no such case file") from None
+    except bounded.FileProblem as exc:
+        raise CaseError(f"{path}: not a readable case file ({exc})") from None
+    except OSError as exc:
+        raise CaseError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     if "__meta__" not in files:
         raise CaseError(f"{path}: not a specverify case file (an .npz without the __meta__ header)")
+    header = files.pop("__meta__").tobytes()
+    if bounded.nesting(header, bounded.JSON_SKIPPED) > bounded.MAX_NESTING:
+        raise CaseError(f"{path}: damaged case header (nested deeper than {bounded.MAX_NESTING})")
     try:
-        meta = json.loads(files.pop("__meta__").tobytes().decode())
-    except (ValueError, UnicodeDecodeError) as exc:
+        meta = json.loads(header.decode())
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise CaseError(f"{path}: damaged case header ({type(exc).__name__})") from None
     try:
         return example_from(meta, files)
     except (HeaderError, KeyError, TypeError, ValueError) as exc:
         raise CaseError(f"{path}: damaged case header ({exc})") from None
+
+
+def read_archive(path: Path, f) -> dict[str, np.ndarray]:
+    """Every array of an open .npz, its sizes bounded before they are read."""
+    if not zipfile.is_zipfile(f):
+        raise CaseError(f"{path}: not a readable case file (not an .npz archive, or truncated)")
+    try:
+        with zipfile.ZipFile(f) as archive:
+            infos = archive.infolist()
+        size = sum(info.file_size for info in infos)
+        if size > MAX_CASE_BYTES:
+            raise CaseError(f"{path}: its arrays would take {size} bytes (at most {MAX_CASE_BYTES})")
+        header = sum(info.file_size for info in infos if info.filename == "__meta__.npy")
+        if header > MAX_HEADER_BYTES:
+            raise CaseError(f"{path}: its header takes {header} bytes (at most {MAX_HEADER_BYTES})")
+        f.seek(0)
+        with np.load(f, allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+    except CaseError:
+        raise
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, MemoryError) as exc:
+        raise CaseError(f"{path}: not a readable case file ({type(exc).__name__}: {exc})") from None
 
 
 class HeaderError(ValueError):
@@ -239,11 +281,14 @@ def example_from(meta: Any, files: dict[str, np.ndarray]) -> tuple[str, Example]
     for name, value in files.items():
         need(name.startswith("input."), f"unexpected array {name!r}")
         key = name.removeprefix("input.")
+        need(value.dtype.kind in ARRAY_KINDS, f"input {key!r}: an array of {value.dtype} (numbers or bools only)")
+        need(value.ndim <= MAX_RANK, f"input {key!r}: rank {value.ndim} (at most {MAX_RANK})")
         inputs[key] = value.view(np_dtype(dtypes[key])) if key in dtypes else value
     outputs = {}
     for name, b in meta["outputs"].items():
         need(isinstance(b, dict) and isinstance(b.get("shape"), list) and isinstance(b.get("dtype"), str),
              f"output {name!r}: needs a 'shape' list and a 'dtype'")
+        need(len(b["shape"]) <= MAX_RANK, f"output {name!r}: rank {len(b['shape'])} (at most {MAX_RANK})")
         need(all(is_int(n) for n in b["shape"]), f"output {name!r}: dimensions must be ints in [0, 2^31]")
         try:
             dtype = np_dtype(b["dtype"])

@@ -2,8 +2,9 @@
 
 Exit status: 0 when everything checked passed (failures every one covered by an expect-fail waiver
 included), 1 on any other failure or a waiver that is no longer needed, 2 on bad usage (a bad waiver
-file, a vendor that resolves to nothing), an unreadable case or a report that could not be written, 3
-when nothing was checked (every target skipped).
+file, a vendor that resolves to nothing, an empty --impl or --vendor, a --cases path that is a file, a
+time limit that is not finite or over MAX_SECONDS), an unreadable or damaged case or a report that could
+not be written, 3 when nothing was checked (every target skipped).
 """
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ from specverify.profiles import PROFILES
 from specverify.report import coverage_tables, failure_report, replay_command, summary_table
 
 USAGE = 2   # bad usage, an unreadable case, a report not written (the others: specverify.conformance)
+MAX_SECONDS = 7 * 24 * 3600.0   # the longest time limit taken (a week): larger values overflow timers
 
-console = Console(highlight=False, soft_wrap=True)
+console = Console(highlight=False, soft_wrap=True, emoji=False)   # "hostile2:OK" stays text
 if not console.is_terminal:  # logs and pipes: wide enough that tables never fold a stage name
     console.width = max(console.width, 132)
 
@@ -52,15 +54,17 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--examples", type=positive, metavar="N", help="valid-tier examples per stage and backend")
     chk.add_argument("--seed", type=int, metavar="S", help="run seed (default: 0, or fresh for nightly)")
     chk.add_argument("--profile", choices=sorted(PROFILES), default="ci")
-    chk.add_argument("--impl", metavar="MODULE:FUNCTION", help="check an outside implementation (one --stage)")
-    chk.add_argument("--vendor", metavar="NAME", help="check every stage a vendor implements (an entry point of "
-                                                      "group specverify.vendors, or MODULE[:ATTR])")
+    chk.add_argument("--impl", type=named, metavar="MODULE:FUNCTION",
+                     help="check an outside implementation (one --stage)")
+    chk.add_argument("--vendor", type=named, metavar="NAME",
+                     help="check every stage a vendor implements (an entry point of group specverify.vendors, "
+                          "or MODULE[:ATTR])")
     chk.add_argument("--waivers", type=Path, metavar="PATH", help="the vendor's waiver file (TOML)")
     chk.add_argument("--check", action="append", choices=list(CHECKS), metavar="CHECK",
                      help=f"only these checks (repeatable; {', '.join(CHECKS)})")
     chk.add_argument("--cases", type=Path, default=None, metavar="DIR",
                      help="your own case folder, replayed (read only) by the corpus check after the suite's")
-    chk.add_argument("--findings", type=Path, default=None, metavar="DIR",
+    chk.add_argument("--findings", type=folder, default=None, metavar="DIR",
                      help=f"where the cases this run finds go (default ${cases.FINDINGS_ENV}, else "
                           f"./{cases.FINDINGS_DEFAULT}; never the suite's corpus)")
     chk.add_argument("--report", "--json", dest="json", type=Path, metavar="PATH", help="write the JSON report")
@@ -70,7 +74,8 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
                      help="run implementations in worker processes (default: the profile's; always for --impl)")
     chk.add_argument("--timeout", type=seconds, metavar="S",
-                     help="time limit per call, and for importing an outside implementation (default: the profile's)")
+                     help=f"time limit per call, and for importing an outside implementation, at most "
+                          f"{MAX_SECONDS:g} s (a week; default: the profile's)")
     chk.add_argument("--memory", type=memory_size, metavar="SIZE",
                      help="address space a worker on the CPU may map, such as 4G or 512M (default: the profile's, 8G)")
     chk.add_argument("--devices", metavar="all|I,J|cpu:N",
@@ -80,7 +85,7 @@ def parser() -> argparse.ArgumentParser:
                      help="spread the targets over a Ray cluster, one task per GPU (CPU tasks without GPUs); "
                           "needs pip install specverify[ray]")
     chk.add_argument("--target-timeout", type=seconds, metavar="S",
-                     help="time limit per target, all its checks (default: the profile's)")
+                     help=f"time limit per target, all its checks, at most {MAX_SECONDS:g} s (default: the profile's)")
 
     bch = sub.add_parser("bench", help="time every stage's implementations on its benchmark input (checked first)")
     bch.add_argument("--stage", action="append", metavar="NAME", help="stage name or glob (repeatable)")
@@ -94,14 +99,16 @@ def parser() -> argparse.ArgumentParser:
     bch.add_argument("--calls", type=positive, default=20, metavar="N", help="calls per graph and per timed loop")
     bch.add_argument("--replays", type=positive, default=5, metavar="N", help="graph replays per measurement")
     bch.add_argument("--repeat", type=positive, default=5, metavar="N", help="host-timed loops per measurement")
-    bch.add_argument("--impl", metavar="MODULE:FUNCTION", help="bench an outside implementation beside ours (one --stage)")
-    bch.add_argument("--vendor", metavar="NAME", help="bench every stage a vendor implements beside ours")
+    bch.add_argument("--impl", type=named, metavar="MODULE:FUNCTION",
+                     help="bench an outside implementation beside ours (one --stage)")
+    bch.add_argument("--vendor", type=named, metavar="NAME", help="bench every stage a vendor implements beside ours")
     bch.add_argument("--out", type=Path, metavar="DIR", help="where results.json and the PNGs go (default bench/results)")
     bch.add_argument("--json", action=argparse.BooleanOptionalAction, default=True, help="write results.json")
     bch.add_argument("--plots", action=argparse.BooleanOptionalAction, default=True, help="draw PNGs (matplotlib)")
     bch.add_argument("--plot-from", type=Path, metavar="PATH", help="only draw the PNGs of a results.json")
     bch.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the benchmark inputs")
-    bch.add_argument("--timeout", type=seconds, default=600.0, metavar="S", help="time limit of an outside call")
+    bch.add_argument("--timeout", type=seconds, default=600.0, metavar="S",
+                     help=f"time limit of an outside call, at most {MAX_SECONDS:g} s")
 
     shw = sub.add_parser("show", help="print stage contracts: fields, semantics, tiers, a worked example")
     shw.add_argument("stage", nargs="*", metavar="STAGE",
@@ -120,8 +127,9 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("path", type=Path)
     rep.add_argument("--backend", choices=backends.BUILT_IN)
     rep.add_argument("--device", choices=backends.DEVICES)
-    rep.add_argument("--impl", metavar="MODULE:FUNCTION")
-    rep.add_argument("--timeout", type=seconds, metavar="S", help="time limit of an --impl call (default 120)")
+    rep.add_argument("--impl", type=named, metavar="MODULE:FUNCTION")
+    rep.add_argument("--timeout", type=seconds, metavar="S",
+                     help=f"time limit of an --impl call, at most {MAX_SECONDS:g} s (default 120)")
     return top
 
 
@@ -157,10 +165,31 @@ def memory_size(text: str) -> int:
 
 
 def seconds(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError("must be a positive number of seconds")
+    """A time limit: a finite number of seconds in (0, MAX_SECONDS]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of seconds") from None
+    if not 0 < value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a positive number of seconds, at most {MAX_SECONDS:g}")
     return value
+
+
+def named(text: str) -> str:
+    """A name (--impl, --vendor): not empty."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def folder(text: str) -> Path:
+    """--findings: a folder, or a path that does not exist yet (it is made when a case is saved)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: not a folder")
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:

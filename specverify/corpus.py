@@ -2,9 +2,11 @@
 
 Two folders are read, in this order: the suite's own corpus (`suite_corpus()`) and the run's `--cases`
 folder (a vendor's own failures from earlier runs). A case stored in both (same content id) is replayed
-once. A file that cannot be read, or that holds a case of another stage, is one note line, never a
-failure of the target, and the other cases still run. Invalid-tier cases are not replayed on targets that
-need not validate their arguments. A case a skip waiver names is never launched.
+once. A damaged case is one note line, never an error or a failure of the target, and the other cases
+still run: a file that cannot be read (`cases.load`: not a regular file, over a limit, a damaged header,
+inputs or outputs that do not fit the stage's record), a case of another stage, one the oracle rejects
+(valid and hazard tiers), and an invalid-tier case the oracle accepts. Invalid-tier cases are not
+replayed on targets that need not validate their arguments. A case a skip waiver names is never launched.
 
 Where the suite's corpus lives: in an installed wheel, `specverify/suite_cases/` (pyproject.toml ships
 the checkout's `cases/` folder there as package data); run from a clone or an editable install, the
@@ -16,12 +18,13 @@ import time
 from pathlib import Path
 
 import specverify
-from specverify import cases
+from specverify import cases, materialize
 from specverify.backends import Target
-from specverify.calls import error_text
+from specverify.calls import error_text, invoke
 from specverify.checks import Context, Outcome, Replay
 from specverify.harness import Failure, OracleError, verify
 from specverify.report import failure_report, replay_command
+from specverify.stage import Example, Stage
 
 
 def suite_corpus() -> Path | None:
@@ -83,6 +86,9 @@ def replay(target: Target, ctx: Context) -> Outcome:
         if ctx.progress:
             ctx.progress(outcome.examples)
         try:
+            if example.tier == "invalid" and oracle_accepts(stage, example):
+                raise cases.CaseError(f"the oracle accepts this invalid-tier case ({example.bad_field}: "
+                                      f"{example.rule}): it is not invalid")
             verify(stage, example, ctx.caller, target.label, ctx.guard_check)
         except Failure as exc:
             case.status, case.kind, case.headline = "failed", exc.kind, exc.headline
@@ -97,6 +103,13 @@ def replay(target: Target, ctx: Context) -> Outcome:
     outcome.seconds = time.perf_counter() - started
     summarize(outcome, target.label)
     return outcome
+
+
+def oracle_accepts(stage: Stage, example: Example) -> bool:
+    """Whether the oracle (checked mode, as the invalid tier calls implementations) accepts `example`."""
+    plan, arena = materialize.plan(stage, example)
+    _, error, _, _ = invoke(stage.oracle, plan, arena, "numpy", "cpu", True, None)
+    return error is None
 
 
 def summarize(outcome: Outcome, label: str) -> None:

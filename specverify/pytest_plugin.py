@@ -4,8 +4,8 @@ Registered as the `pytest11` entry point `specverify.pytest_plugin` (and loaded 
 conftest.py when run from a checkout), so an installed specverify serves any repository:
 
 - `pytest --specverify-vendor NAME` adds one test per check of every stage the vendor implements (see
-  `specverify.vendors`), named `<stage>[<check>-<device>]`: `-k rejection.expand` picks a stage, and
-  markers pick checks and devices (`-m hazard`, `-m "not corpus"`, `-m cuda`). `--specverify-waivers PATH`
+  `specverify.vendors`; an empty NAME is a usage error), named `<stage>[<check>-<device>]`:
+  `-k rejection.expand` picks a stage, and markers pick checks and devices (`-m hazard`, `-m "not corpus"`, `-m cuda`). `--specverify-waivers PATH`
   applies the vendor's waiver file: an expected failure is an xfail, a check a skip waiver names is a skip
   (never launched); a waiver that is no longer needed, and stale waivers, are listed at the end of the
   run, and the former fails it (exit status 1). `--junitxml` writes the usual JUnit file. The waiver
@@ -60,6 +60,9 @@ def pytest_configure(config):
     from specverify import env
     from specverify.checks import CHECKS
 
+    vendor = config.getoption("--specverify-vendor")
+    if vendor is not None and not vendor.strip():
+        raise pytest.UsageError("--specverify-vendor: an empty name names no vendor")
     env.prepare()   # before anything imports Triton (torch itself does, e.g. under a TorchDispatchMode)
 
     for name in BACKEND_MARKERS:

@@ -73,7 +73,7 @@ def inputs_table(stage: Stage, example: Example, width: int = 110) -> str:
     for row in rows[:limit]:
         table.add_row(*[Text(str(x)) for x in row])   # Text: "[0.5]" is a value, not rich markup
     out = io.StringIO()
-    Console(file=out, width=width, color_system=None, soft_wrap=False).print(table)
+    Console(file=out, width=width, color_system=None, soft_wrap=False, emoji=False).print(table)
     more = f"  ... {len(rows) - limit} more rows\n" if len(rows) > limit else ""
     none = "(no rows: an empty batch)\n" if not rows else ""
     scalars = [f"{k} = {v!r}" for k, v in example.inputs.items()

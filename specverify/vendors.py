@@ -14,9 +14,9 @@ and registers the declaration under the entry-point group `specverify.vendors` i
 `specverify check --vendor acme` finds the entry point by name (reading installed metadata only);
 `--vendor MODULE` or `--vendor MODULE:ATTR` names a declaration directly (ATTR defaults to
 IMPLEMENTATIONS). The declaration is read in a worker process, like every call of the implementations:
-the judge never imports vendor code. A name that resolves to nothing, a declaration that does not import
-or is not such a mapping, or one naming a stage this suite does not know is a VendorError (one line,
-exit status 2).
+the judge never imports vendor code. An empty name, a name that resolves to nothing, a declaration that
+does not import or is not such a mapping, or one naming a stage this suite does not know is a
+VendorError (one line, exit status 2).
 """
 from __future__ import annotations
 
@@ -57,6 +57,8 @@ def registered() -> dict[str, list]:
 
 def resolve(name: str, known: list[str], timeout: float = READ_TIMEOUT) -> Vendor:
     """The vendor `name` (an entry point of the group, else a module path) and the stages it implements."""
+    if not name.strip():
+        raise VendorError("--vendor: an empty name names no vendor")
     eps = registered().get(name, [])
     if len({ep.value for ep in eps}) > 1:
         raise VendorError(f"--vendor {name}: registered by {len(eps)} installed packages with different "

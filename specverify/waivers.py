@@ -17,7 +17,9 @@ After a run every entry has one state: "expected" (it covered a failure), "skipp
 from launching), "passed" (expect-fail, and everything it covered passed: the waiver is no longer needed,
 which makes the exit status 1), "stale" (its stage and device were checked and it matched nothing, or it
 names a stage the suite or the vendor does not have), or "not in this run" (its stage, device or check
-was not part of this run). A malformed file is a WaiverError: one line, exit status 2.
+was not part of this run). A malformed file is a WaiverError: one line, exit status 2; so is a path
+that is not a regular file (a folder, /dev/zero), a file over MAX_BYTES, or one nested deeper than
+`bounded.MAX_NESTING` (refused before the TOML parser sees it).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specverify import bounded
 from specverify.backends import DEVICES, Target
 from specverify.checks import CHECKS, Outcome, Replay
 
@@ -37,6 +40,7 @@ else:  # pragma: no cover - Python 3.10
 MODES = ("expect-fail", "skip")
 KEYS = ("stage", "check", "device", "case", "mode", "issue", "reason")
 CASE_ID = re.compile(r"^[0-9A-Za-z_.-]{1,64}$")
+MAX_BYTES = 1 << 20               # a waiver file
 
 
 class WaiverError(ValueError):
@@ -157,10 +161,16 @@ def load(path: Path | str) -> WaiverSet:
     """Read and validate a waiver file; WaiverError with one line naming the entry and the rule."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        text = bounded.read_regular(path, MAX_BYTES)
     except OSError as exc:
         raise WaiverError(f"--waivers {path}: cannot be read ({exc.strerror or exc})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except bounded.FileProblem as exc:
+        raise WaiverError(f"--waivers {path}: not read: {exc}") from None
+    if bounded.nesting(text, bounded.TOML_SKIPPED) > bounded.MAX_NESTING:
+        raise WaiverError(f"--waivers {path}: nested deeper than {bounded.MAX_NESTING} (a waiver file needs 2)")
+    try:
+        data = tomllib.loads(text.decode())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise WaiverError(f"--waivers {path}: not valid TOML ({exc})") from None
     unknown = sorted(set(data) - {"waiver"})
     if unknown:
