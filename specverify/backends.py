@@ -44,6 +44,8 @@ class Target:
     device: str
     source: str                                   # "module:function" it is loaded from
     impl: Callable[..., Any] | None = field(default=None, compare=False)  # given directly (tests)
+    dialect: str = ""                             # the rule dialect it is judged by ("": the record's rule)
+    domain: object = field(default=None, compare=False)   # its declared domain (specverify.domain.Domain)
 
     @property
     def label(self) -> str:
