@@ -235,10 +235,11 @@ def spin_rate(tools: Instruments) -> float:
     return _spin_rates[index]
 
 
-def witnessed_call(tools: Instruments, call: Call, device: str, spin_s: float) -> tuple[Any, WitnessReading]:
-    """The call with the sync debug mode set to error, behind a witness kernel that spins `spin_s`."""
+def witnessed_call(tools: Instruments, call: Call, device: str, spin_s: float,
+                   before: int) -> tuple[Any, WitnessReading]:
+    """The call with the sync debug mode set to error, behind a witness kernel that spins `spin_s`; the
+    mode is set back to `before` (the mode before the measurement began) afterwards."""
     synchronize(device, tools)
-    before = tools.get_sync_debug_mode()
     tools.sleep(int(spin_s * spin_rate(tools)))
     witness = tools.event_type()
     tools.record(witness, current_stream(tools))
@@ -261,15 +262,19 @@ def check_no_sync(call: Call, device: str, tools: Instruments | None = None) -> 
     Measures: {"witness": "pending" | "finished"}, or {"tampered": "sync_debug_mode"}."""
     tools = tools or instruments()
     synchronize(device, tools)
-    started = time.perf_counter()
-    call()
-    spin_s = first_witness_s(time.perf_counter() - started)
-    for _ in range(2):
-        returned, reading = witnessed_call(tools, call, device, spin_s)
-        verdict = witness_verdict(reading)
-        if verdict == "tampered":
-            return returned, {"tampered": "sync_debug_mode"}
-        if verdict == "pending":
-            break
-        spin_s = longer_witness_s(reading)
-    return returned, {"witness": verdict}
+    before = tools.get_sync_debug_mode()      # a warm-up call that changes the mode does not keep it changed
+    try:
+        started = time.perf_counter()
+        call()
+        spin_s = first_witness_s(time.perf_counter() - started)
+        for _ in range(2):
+            returned, reading = witnessed_call(tools, call, device, spin_s, before)
+            verdict = witness_verdict(reading)
+            if verdict == "tampered":
+                return returned, {"tampered": "sync_debug_mode"}
+            if verdict == "pending":
+                break
+            spin_s = longer_witness_s(reading)
+        return returned, {"witness": verdict}
+    finally:
+        tools.set_sync_debug_mode(before)

@@ -24,7 +24,8 @@ def mark(tmp_path: Path) -> str:
 
 
 def environment(tmp_path: Path) -> dict:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)]), "HOSTILE_MARK": mark(tmp_path),
+    path = os.pathsep.join(filter(None, [str(ROOT), str(tmp_path), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, "HOSTILE_MARK": mark(tmp_path),
             "HOSTILE_REPORT": str(tmp_path / "report.json"), "PYTHONUNBUFFERED": "0"}
 
 
