@@ -85,13 +85,21 @@ _lane: Lane | None = None
 _events = None
 
 
-def pin(free, events) -> None:
-    """Pool initializer: take a lane and pin this process to its GPU (before anything touches CUDA)."""
+READY_TIMEOUT = 120.0    # seconds a worker waits for the other lanes before it takes work anyway
+
+
+def pin(free, events, ready) -> None:
+    """Pool initializer: take a lane and pin this process to its GPU (before anything touches CUDA), then
+    wait until every lane has started (`ready`, a barrier), so that a lane that starts late still gets work."""
     global _lane, _events
     _lane, _events = free.get(), events
     if _lane.pin is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = _lane.pin
     env.prepare()
+    try:
+        ready.wait(READY_TIMEOUT)
+    except threading.BrokenBarrierError:   # a lane that never started: go on without it
+        pass
 
 
 class Forward(Listener):
@@ -220,7 +228,8 @@ def run_local(targets: list[Target], plan: RunPlan, spec: str, listener: Listene
     reader = threading.Thread(target=pump, args=(events, gather, stop), daemon=True)
     reader.start()
     try:
-        with ProcessPoolExecutor(len(chosen), mp_context=ctx, initializer=pin, initargs=(free, events)) as pool:
+        with ProcessPoolExecutor(len(chosen), mp_context=ctx, initializer=pin,
+                                 initargs=(free, events, ctx.Barrier(len(chosen)))) as pool:
             futures = {pool.submit(work, i, specs[i], shipped, names): (i, names) for i, names in remote}
             run_here(targets, plan, here, gather)
             for future, (i, names) in futures.items():
