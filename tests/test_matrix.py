@@ -1,0 +1,156 @@
+"""`specverify matrix`: reports read side by side, the cells by level, escaping, damaged reports."""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+from specverify import matrix, matrix_page
+from specverify.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "examples" / "vendor_demo" / "reports" / "report.json"
+HOSTILE = "<script>document.title='owned'</script><img src=x onerror=alert(1)>"
+
+
+def demo() -> dict:
+    return json.loads(DEMO.read_text())
+
+
+def write(path: Path, data: dict) -> Path:
+    path.write_text(json.dumps(data))
+    return path
+
+
+def verdict(data: dict, stage: str) -> dict:
+    return next(v for v in data["verdicts"] if v["stage"] == stage)
+
+
+def outcome(data: dict, stage: str, check: str) -> dict:
+    return next(o for o in data["outcomes"] if o["stage"] == stage and o["check"] == check)
+
+
+def other_vendor(data: dict) -> dict:
+    """A second vendor from the demo's report: a declared domain and dialect on a passing stage, a timed-out
+    stage, a hostile headline, another oracle hash (not comparable)."""
+    data = copy.deepcopy(data)
+    data["vendor"]["name"], data["vendor"]["distribution"] = f"rival{HOSTILE}", "rival 2.0"
+    expand = verdict(data, "rejection.expand")
+    expand["domain"], expand["dialect"] = [f"`x` contiguous {HOSTILE}"], "strict-tie"
+    crash = outcome(data, "eagle.extend_queries", "valid")
+    crash["kind"], crash["headline"] = "timeout", f"eagle.extend_queries on impl/cpu timed out {HOSTILE}"
+    crash["failures"][0]["headline"] = crash["headline"]
+    crash["report"] = f"FAILED {crash['headline']}\n  ``` ~~~ {HOSTILE}"
+    corpus = outcome(data, "eagle.extend_queries", "corpus")
+    corpus["kind"] = "timeout"
+    data["oracles"][0]["sha256"] = "f" * 64
+    return data
+
+
+def categories(found: matrix.Matrix) -> list[dict[str, str]]:
+    return [{s: row.cells[s].category for s in found.stages} for row in found.rows]
+
+
+# --- the cells -------------------------------------------------------------------------------------------
+
+
+def test_cells_are_the_verdict_by_level(tmp_path):
+    first = matrix.load(DEMO)
+    second = matrix.load(write(tmp_path / "rival.json", other_vendor(demo())))
+    found = matrix.build([first, second])
+    assert found.stages == ["eagle.next_token_padded", "eagle.extend_queries", "rejection.recovered",
+                            "rejection.expand"]
+    assert categories(found) == [
+        {"eagle.next_token_padded": "contract", "eagle.extend_queries": "crashed",
+         "rejection.recovered": "robustness", "rejection.expand": "conforms"},
+        {"eagle.next_token_padded": "contract", "eagle.extend_queries": "timeout",
+         "rejection.recovered": "robustness", "rejection.expand": "domain"}]
+    demo_row, rival = found.rows
+    assert (demo_row.name, demo_row.version, demo_row.device) == ("vendor_demo", "vendor-demo 0.1.0", "cpu (x86_64)")
+    assert demo_row.cells["rejection.recovered"].waivers == ["waiver #1 (vendor-demo#7)"]
+    assert rival.cells["rejection.expand"].dialect == "strict-tie"
+    assert demo_row.comparable and not rival.comparable and found.unchecked[0] == "eagle.prepare_inputs_padded"
+    assert rival.differs == ["oracle specverify.oracles.eagle ffffffffffff, not d5c1e4e5a8e9"]
+    crash = demo_row.cells["eagle.extend_queries"]
+    assert crash.anchor == "d0-1" and crash.failures[0].case == "a7cd6a0461955ad1"
+    assert crash.failures[0].replay.startswith("specverify replay cases/eagle.extend_queries/a7cd6a0461955ad1.npz")
+
+
+def test_a_stage_a_vendor_does_not_implement_is_a_cell_where_another_row_checked_it(tmp_path):
+    data = demo()
+    data["verdicts"] = [v for v in data["verdicts"] if v["stage"] != "rejection.expand"]
+    data["vendor"]["not_implemented"].append("rejection.expand")
+    found = matrix.build([matrix.load(DEMO), matrix.load(write(tmp_path / "r.json", data))])
+    assert found.rows[1].cells["rejection.expand"].category == "absent"
+    only = matrix.build([matrix.load(tmp_path / "r.json")])
+    assert "rejection.expand" not in only.stages and "rejection.expand" in only.unchecked
+
+
+def test_another_suite_version_is_not_comparable(tmp_path):
+    data = demo()
+    data["suite"]["version"] = "9.9.9"
+    found = matrix.build([matrix.load(DEMO), matrix.load(write(tmp_path / "r.json", data))])
+    assert found.rows[1].differs == ["specverify 9.9.9, not 0.1.0"] and not found.comparable
+    assert "Not comparable" in matrix_page.markdown(found) and "Not comparable" in matrix_page.html(found)
+    same = matrix.build([matrix.load(DEMO), matrix.load(DEMO)])
+    assert same.comparable and "Not comparable" not in matrix_page.html(same)
+
+
+def test_report_text_is_escaped_in_both_pages(tmp_path):
+    found = matrix.build([matrix.load(write(tmp_path / "r.json", other_vendor(demo())))])
+    page, twin = matrix_page.html(found), matrix_page.markdown(found)
+    assert "<script" not in page and "<img" not in page and "&lt;script&gt;" in page
+    rendered = MarkdownIt("commonmark", {"html": True}).enable("table").render(twin)   # raw HTML let through
+    assert "<script" not in rendered and "<img" not in rendered and "&lt;script&gt;" in rendered
+    assert rendered.count("<table>") == 2 and 'href="#d0-1"' in rendered and '<a id="d0-1">' in rendered
+
+
+# --- damaged reports -------------------------------------------------------------------------------------
+
+
+def damaged(tmp_path) -> dict[str, tuple[Path, str]]:
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 40 + "]" * 40)
+    wrong_type, unknown_stage, no_levels = demo(), demo(), demo()
+    wrong_type["verdicts"][0]["levels"][0]["state"] = 3
+    unknown_stage["verdicts"][0]["stage"] = "rejection.nope"
+    del no_levels["verdicts"][1]["levels"]
+    (tmp_path / "text.json").write_text("not json")
+    (tmp_path / "folder.json").mkdir()
+    return {
+        "text": (tmp_path / "text.json", "not a specverify report (not JSON"),
+        "foreign": (write(tmp_path / "foreign.json", {"format": "junit", "tests": []}),
+                    "not a specverify report: its format is not 'specverify-report/2'"),
+        "deep": (deep, "not a specverify report (nested deeper than 32)"),
+        "type": (write(tmp_path / "type.json", wrong_type),
+                 "not a specverify report: report.verdicts[0].levels[0].state must be a string"),
+        "stage": (write(tmp_path / "stage.json", unknown_stage),
+                  "report.verdicts[0].stage: 'rejection.nope' is not a stage of this suite"),
+        "missing": (write(tmp_path / "missing.json", no_levels), "report.verdicts[1].levels is missing"),
+        "folder": (tmp_path / "folder.json", "not read: not a regular file (a folder)"),
+    }
+
+
+def test_a_damaged_or_foreign_report_is_one_line_and_exit_2(tmp_path, capsys):
+    for name, (path, words) in damaged(tmp_path).items():
+        assert main(["matrix", str(DEMO), str(path), "--out", str(tmp_path / "out")]) == 2, name
+        out = capsys.readouterr().out
+        assert out.count("\n") == 1 and out.startswith(f"specverify matrix: error: {path}: "), (name, out)
+        assert words in out, (name, out)
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_oversized_report_is_refused_before_it_is_parsed(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(matrix, "MAX_BYTES", 100)
+    assert main(["matrix", str(DEMO), "--out", str(tmp_path / "out")]) == 2
+    assert "bytes (at most 100)" in capsys.readouterr().out
+
+
+def test_out_must_be_a_folder(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit) as stop:
+        main(["matrix", str(DEMO), "--out", str(tmp_path / "file")])
+    assert stop.value.code == 2 and "not a folder" in capsys.readouterr().err
