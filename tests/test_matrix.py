@@ -1,8 +1,16 @@
-"""`specverify matrix`: reports read side by side, the cells by level, escaping, damaged reports."""
+"""`specverify matrix`: reports read side by side, the page rendered by headless Chromium, damaged reports.
+
+The browser test skips when `chromium` is missing, unless SPECVERIFY_REQUIRE_BROWSER is set (`.ci/run`
+installs Chromium and sets it, so CI never goes green without the page having been rendered).
+"""
 from __future__ import annotations
 
 import copy
 import json
+import os
+import shutil
+import subprocess
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -154,3 +162,85 @@ def test_out_must_be_a_folder(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         main(["matrix", str(DEMO), "--out", str(tmp_path / "file")])
     assert stop.value.code == 2 and "not a folder" in capsys.readouterr().err
+
+
+# --- in a browser ----------------------------------------------------------------------------------------
+
+
+class Dom(HTMLParser):
+    """What the test reads of the rendered page: cells by row, links, ids, scripts, the banner's text."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows, self.links, self.ids, self.scripts, self.banner = [], [], set(), 0, ""
+        self.stack: list[tuple[str, dict]] = []
+        self.cell: dict | None = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.stack.append((tag, attrs))
+        self.scripts += tag == "script"
+        if "id" in attrs:
+            self.ids.add(attrs["id"])
+        if tag == "tr":
+            self.rows.append([])
+        if tag == "td" and "cell" in (attrs.get("class") or ""):
+            self.cell = {"category": attrs.get("data-category"), "text": "", "links": []}
+            self.rows[-1].append(self.cell)
+        if tag == "a" and "href" in attrs:
+            self.links.append(attrs["href"])
+            if self.cell is not None:
+                self.cell["links"].append(attrs["href"])
+
+    def handle_endtag(self, tag):
+        while self.stack and self.stack.pop()[0] != tag:
+            pass
+        if tag == "td":
+            self.cell = None
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell["text"] += data
+        if any("banner" in (a.get("class") or "") for _, a in self.stack):
+            self.banner += data
+
+
+def chromium() -> str:
+    found = shutil.which("chromium")
+    if found is None:
+        if os.environ.get("SPECVERIFY_REQUIRE_BROWSER"):
+            pytest.fail("chromium is not installed, and SPECVERIFY_REQUIRE_BROWSER is set (.ci/run installs it)")
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    return found
+
+
+def browse(page: Path, tmp_path: Path, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-extensions",
+                           f"--user-data-dir={tmp_path / 'profile'}", *flags, page.as_uri()],
+                          capture_output=True, text=True, timeout=60, check=True)
+
+
+def test_the_page_renders_in_headless_chromium(tmp_path):
+    chromium()
+    own = tmp_path / "torch.json"
+    assert main(["check", "--stage", "rejection.expand", "--backend", "torch", "--device", "cpu", "--examples", "3",
+                 "--findings", str(tmp_path / "findings"), "--report", str(own)]) == 0
+    rival = write(tmp_path / "rival.json", other_vendor(demo()))
+    assert main(["matrix", str(DEMO), str(rival), str(own), "--out", str(tmp_path / "out")]) == 0
+    page = tmp_path / "out" / "matrix.html"
+    dom = Dom()
+    dom.feed(browse(page, tmp_path, "--dump-dom").stdout)
+    rows = [r for r in dom.rows if r]
+    assert [[c["category"] for c in r] for r in rows] == [
+        ["contract", "crashed", "robustness", "conforms"], ["contract", "timeout", "robustness", "domain"],
+        ["missing", "missing", "missing", "conforms"]]
+    assert rows[0][1]["text"].startswith("crashed") and "SIGABRT" in rows[0][1]["text"]
+    assert rows[1][3]["text"].startswith("conforms within its declared domain")
+    assert "strict-tie" in rows[1][3]["text"] and HOSTILE in rows[1][3]["text"]   # shown as text, not run
+    assert dom.scripts == 0 and "rival" in dom.banner and "not comparable" in dom.banner.lower()
+    for cell in rows[0][:3] + rows[1][:3]:
+        assert len(cell["links"]) == 1 and cell["links"][0].lstrip("#") in dom.ids
+    assert not any(link.startswith(("http", "//")) for link in dom.links)
+    shot = tmp_path / "matrix.png"
+    browse(page, tmp_path, f"--screenshot={shot}", "--window-size=1400,900")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
