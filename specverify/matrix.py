@@ -290,7 +290,7 @@ def build(found: list[Report]) -> Matrix:
         for verdict in report.verdicts:
             name, device = row_key(report, verdict)
             version = (report.vendor or {}).get("distribution") or (
-                f"specverify {report.suite}" if name.startswith("specverify ") else "version not declared")
+                "the suite's own kernels" if name.startswith("specverify ") else "version not declared")
             row = mine.setdefault((name, device), Row(name, version, f"{device} ({report.hardware})", report, {}))
             row.cells[verdict["stage"]] = cell_of(verdict, report.outcomes)
         if report.vendor is not None:

@@ -20,7 +20,7 @@ STYLE = """
 body { font-family: system-ui, "DejaVu Sans", "Liberation Sans", Arial, sans-serif; margin: 24px;
        color: #1d1d1f; background: #fff; font-size: 14px; }
 h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 8px; }
-p.lead { margin: 0 0 14px; color: #444; }
+p.lead { margin: 0 0 14px; color: #444; } p.aside { font-size: 12px; color: #555; max-width: 1100px; }
 .banner { border: 2px solid #b45309; background: #fff7ed; padding: 10px 14px; margin: 0 0 14px; }
 .banner strong { color: #9a3412; }
 table.matrix { border-collapse: collapse; table-layout: fixed; }
@@ -71,7 +71,7 @@ def cell_notes(cell: Cell) -> list[str]:
 
 
 def row_meta(row: Row) -> list[str]:
-    return [row.version, row.device, f"specverify {row.report.suite}"]
+    return [row.version, row.device, f"suite: specverify {row.report.suite}"]
 
 
 def hashes(row: Row) -> str:
@@ -149,10 +149,11 @@ def html(matrix: Matrix) -> str:
     lines += [html_row(row, matrix.stages) for row in matrix.rows]
     lines.append("</tbody></table>")
     if matrix.unchecked:
-        lines.append(f"<p>Not checked by any of these reports: {e(', '.join(matrix.unchecked))}.</p>")
+        lines.append(f'<p class="aside">Not checked by any of these reports: {e(", ".join(matrix.unchecked))}.</p>')
     failures = html_failures(matrix)
     if failures:
-        lines += ["<h2>Failures</h2>"] + failures
+        lines += ["<h2>Failures</h2>", '<p class="aside">Each replay command is as its report gives it: run it in'
+                  " the folder the check ran in.</p>"] + failures
     lines += ["<h2>Reports</h2>", '<table class="reports"><thead><tr><th>implementation</th><th>report</th>'
               "<th>run</th><th>oracles (sha256)</th></tr></thead><tbody>"]
     for row in matrix.rows:
@@ -210,7 +211,8 @@ def markdown(matrix: Matrix) -> str:
     sections = [(row, stage, row.cells[stage]) for row in matrix.rows for stage in matrix.stages
                 if row.cells[stage].anchor]
     if sections:
-        lines += ["", "## Failures"]
+        lines += ["", "## Failures", "", "Each replay command is as its report gives it: run it in the folder the "
+                  "check ran in."]
     for row, stage, cell in sections:
         lines += ["", f'<a id="{cell.anchor}"></a>', "", f"### {md_text(failure_title(row, stage, cell))}", ""]
         for f in cell.failures:

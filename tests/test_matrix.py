@@ -244,3 +244,22 @@ def test_the_page_renders_in_headless_chromium(tmp_path):
     shot = tmp_path / "matrix.png"
     browse(page, tmp_path, f"--screenshot={shot}", "--window-size=1400,900")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+
+
+def test_the_committed_matrix_is_what_the_readme_command_writes(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    inputs = ["examples/vendor_demo/reports/report.json", "docs/matrix/specverify-torch.json"]
+    assert main(["matrix", *inputs, "--out", str(tmp_path)]) == 0
+    for name in ("matrix.html", "matrix.md"):
+        assert (tmp_path / name).read_text() == (ROOT / "docs" / "matrix" / name).read_text(), name
+    assert f"specverify matrix {' '.join(inputs)} --out docs/matrix" in (ROOT / "README.md").read_text()
+
+
+def test_the_committed_page_shows_the_demo_vendor_in_headless_chromium(tmp_path):
+    dom = Dom()
+    dom.feed(browse(ROOT / "docs" / "matrix" / "matrix.html", tmp_path, "--dump-dom").stdout)
+    rows = [r for r in dom.rows if r]
+    assert [[c["category"] for c in r] for r in rows] == [["contract", "crashed", "robustness", "conforms"],
+                                                          ["conforms"] * 4]
+    assert [c["links"] for c in rows[0]] == [["#d0-0"], ["#d0-1"], ["#d0-2"], []]
+    assert {"d0-0", "d0-1", "d0-2"} <= dom.ids and not dom.banner and dom.scripts == 0
