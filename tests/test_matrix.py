@@ -97,6 +97,14 @@ def test_a_stage_a_vendor_does_not_implement_is_a_cell_where_another_row_checked
     assert "rejection.expand" not in only.stages and "rejection.expand" in only.unchecked
 
 
+def test_a_vendor_run_that_checked_nothing_still_has_its_row(tmp_path):
+    data = demo()
+    data["vendor"]["not_implemented"] += [v["stage"] for v in data["verdicts"]]
+    data["verdicts"], data["outcomes"] = [], []
+    found = matrix.build([matrix.load(DEMO), matrix.load(write(tmp_path / "r.json", data))])
+    assert found.rows[1].name == "vendor_demo" and set(categories(found)[1].values()) == {"absent"}
+
+
 def test_another_suite_version_is_not_comparable(tmp_path):
     data = demo()
     data["suite"]["version"] = "9.9.9"
@@ -162,6 +170,10 @@ def test_out_must_be_a_folder(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         main(["matrix", str(DEMO), "--out", str(tmp_path / "file")])
     assert stop.value.code == 2 and "not a folder" in capsys.readouterr().err
+    assert main(["matrix", str(DEMO), "--out", str(tmp_path / "file" / "sub")]) == 2
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith(f"specverify matrix: error: --out {tmp_path / 'file' / 'sub'}: "
+                                                     "matrix.html could not be written: ")
 
 
 # --- in a browser ----------------------------------------------------------------------------------------
