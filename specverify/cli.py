@@ -1,10 +1,10 @@
-"""The command line: `specverify list | check | replay | show | bench | corpus`.
+"""The command line: `specverify list | check | replay | show | bench | corpus | matrix`.
 
 Exit status: 0 when everything checked passed (failures every one covered by an expect-fail waiver
 included), 1 on any other failure or a waiver that is no longer needed, 2 on bad usage (a bad waiver
 file, a vendor that resolves to nothing, an empty --impl or --vendor, a --cases path that is a file, a
-time limit that is not finite or over MAX_SECONDS), an unreadable or damaged case or a report that could
-not be written, 3 when nothing was checked (every target skipped).
+time limit that is not finite or over MAX_SECONDS), an unreadable or damaged case or report (`matrix`), a
+report or matrix that could not be written, 3 when nothing was checked (every target skipped).
 """
 from __future__ import annotations
 
@@ -130,6 +130,11 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--impl", type=named, metavar="MODULE:FUNCTION")
     rep.add_argument("--timeout", type=seconds, metavar="S",
                      help=f"time limit of an --impl call, at most {MAX_SECONDS:g} s (default 120)")
+
+    mtx = sub.add_parser("matrix", help="several JSON reports side by side: an HTML page and a Markdown twin")
+    mtx.add_argument("report", nargs="+", type=Path, metavar="REPORT.json", help="reports of specverify check")
+    mtx.add_argument("--out", type=folder, required=True, metavar="DIR",
+                     help="where matrix.html and matrix.md are written")
     return top
 
 
@@ -183,7 +188,7 @@ def named(text: str) -> str:
 
 
 def folder(text: str) -> Path:
-    """--findings: a folder, or a path that does not exist yet (it is made when a case is saved)."""
+    """--findings, matrix --out: a folder, or a path that does not exist yet (it is made when a case is saved)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
     path = Path(text)
@@ -200,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():   # kernels' and interpreters' warnings are not the run's output
             warnings.simplefilter("ignore")
             return {"list": cmd_list, "check": cmd_check, "replay": cmd_replay, "show": cmd_show,
-                    "bench": cmd_bench, "corpus": cmd_corpus}[args.command](args)
+                    "bench": cmd_bench, "corpus": cmd_corpus, "matrix": cmd_matrix}[args.command](args)
     except (UsageError, LookupError, cases.CaseError, waivers.WaiverError, session.PlanError) as exc:
         console.print(f"specverify {args.command}: error: {exc}", markup=False)
         return USAGE
@@ -499,6 +504,25 @@ def cmd_corpus(args) -> int:
         added = corpus_admin.add(path, folder)
         console.print(f"added {path} as {added.path}" if added.new else
                       f"already there: {added.path} (from {path}): nothing written", markup=False)
+    return PASSED
+
+
+def cmd_matrix(args) -> int:
+    """Read every report (each checked first), then write DIR/matrix.html and DIR/matrix.md whole."""
+    from specverify import matrix, matrix_page
+
+    try:
+        found = matrix.build([matrix.load(path) for path in args.report])
+    except matrix.ReportError as exc:
+        raise UsageError(str(exc)) from None
+    for name, text in (("matrix.html", matrix_page.html(found)), ("matrix.md", matrix_page.markdown(found))):
+        try:
+            cases.write_atomic(args.out / name, text.encode())
+        except OSError as exc:
+            raise UsageError(f"--out {args.out}: {name} could not be written: {exc.strerror or exc}") from None
+        console.print(f"wrote {args.out / name}", markup=False)
+    words = "" if found.comparable else "; NOT COMPARABLE: they differ in suite version or oracles"
+    console.print(f"{len(found.rows)} implementation(s) x {len(found.stages)} stage(s){words}", markup=False)
     return PASSED
 
 
