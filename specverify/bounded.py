@@ -62,6 +62,14 @@ def read_regular(path: Path, limit: int) -> bytes:
     return data
 
 
+def read_nested(path: Path, limit: int, skipped: re.Pattern) -> bytes:
+    """`read_regular`, then the nesting bound: FileProblem when brackets nest deeper than MAX_NESTING."""
+    text = read_regular(path, limit)
+    if nesting(text, skipped) > MAX_NESTING:
+        raise FileProblem(f"nested deeper than {MAX_NESTING}")
+    return text
+
+
 def nesting(text: bytes, skipped: re.Pattern) -> int:
     """How deep [ and { nest in `text` outside what `skipped` matches (strings, comments)."""
     bare = np.frombuffer(skipped.sub(b"", text), np.uint8)

@@ -140,7 +140,7 @@ def damaged(tmp_path) -> dict[str, tuple[Path, str]]:
         "text": (tmp_path / "text.json", "not a specverify report (not JSON"),
         "foreign": (write(tmp_path / "foreign.json", {"format": "junit", "tests": []}),
                     "not a specverify report: its format is not 'specverify-report/2'"),
-        "deep": (deep, "not a specverify report (nested deeper than 32)"),
+        "deep": (deep, "not read: nested deeper than 32"),
         "type": (write(tmp_path / "type.json", wrong_type),
                  "not a specverify report: report.verdicts[0].levels[0].state must be a string"),
         "stage": (write(tmp_path / "stage.json", unknown_stage),
