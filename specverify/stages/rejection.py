@@ -189,6 +189,19 @@ def strict_q0_example() -> Example:
                        [[0.25] * 4, [0.25, 0.25, 0.375, 0.125]], [3, 2], [0.9, 0.5], [2, 3])
 
 
+def approx_div_example() -> Example:
+    """p / q = 0.5 / 0.625 = 0.8 in both rows: row 0's uniform is the first f64 above the band of
+    draw.APPROX_DIV_STEPS f32 steps around f32(0.8) (rejected, whatever the division's last bits), row
+    1's the first below it (accepted, then the bonus)."""
+    ratio = f32(0.5) / f32(0.625)
+    lo = hi = ratio
+    for _ in range(draw.APPROX_DIV_STEPS):
+        lo, hi = np.nextafter(lo, f32(-np.inf)), np.nextafter(hi, f32(np.inf))
+    rows = [[0.25, 0.625, 0.0625, 0.0625]] * 2
+    return random_call([1, 1], [1, 1], 1, rows, [[0.125, 0.5, 0.25, 0.125]] * 2, [3, 0],
+                       [np.nextafter(float(hi), np.inf), np.nextafter(float(lo), -np.inf)], [2, 3])
+
+
 STRICT_RULE = """- acceptance test of draft d at position t: accepted iff 0 <= d < V, q = `draft_probs[t, d]` (1 when
   `draft_probs` is None) lies in (0, 1], and f32(f32(u) * q) < p, where u = `uniform_probs[t]` (f64)
   is rounded to the nearest f32, the product is one f32 multiplication rounded to nearest and
@@ -210,6 +223,17 @@ RANDOM_DIALECTS = {
         worked=strict_q0_example, valid=draw.random_strict_q0_valid,
         impls={backend: f"specverify.kernels.{backend}.rejection:random_strict_q0"
                for backend in ("torch", "triton")}),
+    "approx_div": Dialect(
+        doc="the record's rule with p / q computed by an approximate f32 division (CUDA's div.full.f32, "
+            "which Triton's `/` compiles to): documented within 2 ulp instead of correctly rounded",
+        rule="""\
+- the acceptance test is the record's (q > 0 and p / q >= u), but the quotient may be any f32 within
+  2 ulp of the exact p / q. The valid tier therefore draws every uniform outside the band of
+  APPROX_DIV_STEPS = 6 f32 steps either side of the correctly rounded f32(p / q) (a uniform drawn inside
+  it is moved to the first f64 above it; the edges just outside are drawn on purpose), where every such
+  division decides alike: the verdict stays byte exact. The hazard tier is the record's.""",
+        words="approximate f32 division", oracle=oracle.random, worked=approx_div_example,
+        valid=draw.random_approx_div_valid),
 }
 
 

@@ -299,6 +299,38 @@ def strict_q0_uniforms(draw, drafts: np.ndarray, t: Tables, stress: bool = False
     return draw(strict_uniforms(drafts, t, stress, q_range=False))
 
 
+# f32 steps each side of the correctly rounded f32(p / q) that an approximate division may reach: CUDA's
+# div.full.f32 is documented within 2 ulp of the exact quotient; 6 steps cover that, the correct
+# rounding's half ulp and a binade edge (where the steps below are half as wide)
+APPROX_DIV_STEPS = 6
+
+
+def approx_div_band(drafts, t: Tables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(where the ratio decides, the f64 bounds lo, hi of the band around f32(p / q) where a division
+    within 2 ulp may land on either side of u)."""
+    can, ratio = acceptance_ratios(drafts, t)
+    lo = hi = ratio.astype(np.float32)
+    for _ in range(APPROX_DIV_STEPS):
+        lo, hi = np.nextafter(lo, np.float32(-np.inf)), np.nextafter(hi, np.float32(np.inf))
+    return can, lo.astype(np.float64), hi.astype(np.float64)
+
+
+@st.composite
+def approx_div_uniforms(draw, drafts: np.ndarray, t: Tables, stress: bool = False) -> np.ndarray:
+    """f64 uniforms outside the band of `approx_div_band` (a uniform drawn inside it is moved to the
+    first f64 above it), and at a drawn rate (always some when `stress`) the first f64 outside either
+    edge: every verdict is then the same under any f32 division within 2 ulp."""
+    rng = draw(generator())
+    u = rng.random(len(drafts))
+    rate = draw(st.sampled_from([0.0, 0.5, 1.0]))
+    rate = max(rate, 0.5) if stress else rate
+    label(f"uniforms: at the edge of the approximate-division band at rate {rate}")
+    can, lo, hi = approx_div_band(drafts, t)
+    above, below = np.nextafter(hi, np.inf), np.nextafter(lo, -np.inf)
+    u = np.where(can & (rng.random(len(drafts)) < rate), np.where(rng.random(len(drafts)) < 0.5, above, below), u)
+    return np.where(can & (u >= lo) & (u <= hi), above, u)
+
+
 @st.composite
 def random_rows(draw, batch: int, stress: bool = False) -> np.ndarray:
     """is_greedy where it may not be None: every row greedy, none, or some."""
@@ -458,6 +490,11 @@ def random_strict_valid(ctx: DrawContext):
 def random_strict_q0_valid(ctx: DrawContext):
     """Dialect `strict_q0`'s valid tier."""
     return random_valid(ctx, strict_q0_uniforms)
+
+
+def random_approx_div_valid(ctx: DrawContext):
+    """Dialect `approx_div`'s valid tier: every uniform outside the approximate-division band."""
+    return random_valid(ctx, approx_div_uniforms)
 
 
 def random_hazard(ctx: DrawContext):
