@@ -205,11 +205,53 @@ def accepts(draft, target_row, draft_row, u) -> bool:
     return float(ratio) >= float(u)
 
 
+def accepts_strict(draft, target_row, draft_row, u, q_range: bool = True) -> bool:
+    """The acceptance test of dialect `strict` (SGLang, FlashInfer): `f32(f32(u) * q) < p`, i.e. the f64
+    uniform rounded to f32 (to nearest), one f32 product rounded to nearest, compared with p in f32. Ties
+    reject (also u = 0 with p = 0) and so does a NaN p or q. `q_range`: q must lie in (0, 1] (`strict`);
+    without it (`strict_q0`) q = 0 accepts exactly when p > 0. Placeholder and out-of-vocabulary drafts
+    are rejected unread, as in `accepts`."""
+    if draft < 0 or draft >= len(target_row):
+        return False
+    q = np.float32(1) if draft_row is None else np.float32(draft_row[draft])
+    if q_range and not (0 < q <= 1):
+        return False
+    with np.errstate(all="ignore"):
+        product = np.float32(np.float32(u) * q)    # f32 * f32: one rounding
+    return bool(product < np.float32(target_row[draft]))
+
+
+def accepts_strict_q0(draft, target_row, draft_row, u) -> bool:
+    """`accepts_strict` without the range test on q (FlashInfer's `chain_speculative_sampling`)."""
+    return accepts_strict(draft, target_row, draft_row, u, q_range=False)
+
+
 def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,
            recovered_token_ids, uniform_probs, is_greedy, output_token_ids):
     """Random (rejection-sampling) verification of the rows that are not greedy: emit each accepted
     draft (see `accepts`), the recovered token in place of the first rejected one and stop there; a row
     that accepts every draft also emits its bonus. Greedy rows and unemitted slots are left untouched."""
+    verify_random(accepts, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs,
+                  target_probs, recovered_token_ids, uniform_probs, is_greedy, output_token_ids)
+
+
+def random_strict(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs,
+                  target_probs, recovered_token_ids, uniform_probs, is_greedy, output_token_ids):
+    """`random` judged by dialect `strict`: each draft's acceptance test is `accepts_strict`."""
+    verify_random(accepts_strict, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs,
+                  target_probs, recovered_token_ids, uniform_probs, is_greedy, output_token_ids)
+
+
+def random_strict_q0(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs,
+                     target_probs, recovered_token_ids, uniform_probs, is_greedy, output_token_ids):
+    """`random` judged by dialect `strict_q0`: each draft's acceptance test is `accepts_strict_q0`."""
+    verify_random(accepts_strict_q0, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len,
+                  draft_probs, target_probs, recovered_token_ids, uniform_probs, is_greedy, output_token_ids)
+
+
+def verify_random(accept, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs,
+                  target_probs, recovered_token_ids, uniform_probs, is_greedy, output_token_ids) -> None:
+    """`random` with the acceptance test `accept(draft, target_row, draft_row, u)`."""
     batch, _ = check_random(draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs,
                             target_probs, recovered_token_ids, uniform_probs, is_greedy, output_token_ids)
     for r in range(batch):
@@ -218,9 +260,9 @@ def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_le
         start, end = span(cu_num_draft_tokens, r)
         drafts = draft_token_ids[start:end]
         emit_row(output_token_ids[r], drafts, recovered_token_ids[start:end],
-                 lambda pos: accepts(int(drafts[pos]), target_probs[start + pos],
-                                     None if draft_probs is None else draft_probs[start + pos],
-                                     uniform_probs[start + pos]),
+                 lambda pos: accept(int(drafts[pos]), target_probs[start + pos],
+                                    None if draft_probs is None else draft_probs[start + pos],
+                                    uniform_probs[start + pos]),
                  bonus_token_ids[r])
 
 

@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from specverify import env
+from specverify import dialects, env
 from specverify.stage import Stage
 
 DEVICES = ("cpu", "cuda")
@@ -103,33 +103,45 @@ def load(path: str) -> Callable[..., Any]:
 
 
 def stage_backends(stage: Stage) -> list[str]:
-    return ["oracle"] + [b for b in BUILT_IN if b in stage.impls]
+    """Our backends of a record (a record judged by a dialect: the implementations that dialect names;
+    its oracle is not checked against itself)."""
+    return ([] if stage.dialect else ["oracle"]) + [b for b in BUILT_IN if b in stage.impls]
 
 
-def target(stage: Stage, backend: str, device: str, impl_path: str | None = None) -> Target:
-    """The implementation to check; raises LookupError when the stage has none for `backend`."""
+def target(stage: Stage, backend: str, device: str, impl_path: str | None = None, dialect: str = "") -> Target:
+    """The implementation to check, judged by `dialect` ("" keeps `stage.dialect`: the record's rule, or
+    the dialect a record from `dialects.judged` has); raises LookupError when the stage has none for
+    `backend`, dialects.UnknownDialect for a dialect the record does not have."""
+    stage = dialects.judged(stage, dialect) if dialect else stage
+    dialect = stage.dialect
     if backend == "impl":
         if not impl_path:
             raise LookupError("backend 'impl' needs an import path")
-        return Target(stage, BACKENDS["impl"], device, impl_path)
+        return Target(stage, BACKENDS["impl"], device, impl_path, dialect=dialect)
     if backend == "oracle":
         return Target(stage, BACKENDS["oracle"], device, f"{stage.oracle.__module__}:{stage.oracle.__qualname__}",
-                      stage.oracle)
+                      stage.oracle, dialect=dialect)
     if backend not in stage.impls:
-        raise LookupError(f"{stage.name} has no {backend} implementation")
-    return Target(stage, BACKENDS[backend], device, stage.impls[backend])
+        under = f" under dialect {dialect!r}" if dialect else ""
+        raise LookupError(f"{stage.name} has no {backend} implementation{under}")
+    return Target(stage, BACKENDS[backend], device, stage.impls[backend], dialect=dialect)
 
 
-def matrix(stages: list[Stage], backends: list[str] | None = None,
-           devices: list[str] | None = None) -> list[tuple[Stage, str, str, str | None]]:
-    """Every (stage, backend, device) asked for, with None where it runs here or the reason it does not."""
+def matrix(stages: list[Stage], backends: list[str] | None = None, devices: list[str] | None = None,
+           only_dialect: str | None = None) -> list[tuple[Stage, str, str, str | None]]:
+    """Every (stage, backend, device) asked for, with None where it runs here or the reason it does not.
+    A stage with dialects that have implementations of ours also comes judged by each (the record from
+    `dialects.judged`); `only_dialect` keeps the records of that one ("" : the record's own rule)."""
     rows = []
     for stage in stages:
-        for backend in stage_backends(stage):
-            if backends and backend not in backends:
+        for view in dialects.views(stage):
+            if only_dialect is not None and view.dialect != only_dialect:
                 continue
-            for device in devices or DEVICES:
-                if device not in BACKENDS[backend].devices:
+            for backend in stage_backends(view):
+                if backends and backend not in backends:
                     continue
-                rows.append((stage, backend, device, unavailable(backend, device)))
+                for device in devices or DEVICES:
+                    if device not in BACKENDS[backend].devices:
+                        continue
+                    rows.append((view, backend, device, unavailable(backend, device)))
     return rows

@@ -58,6 +58,7 @@ class Outcome:
     worker: str = ""                   # a sharded run: where it ran ("gpu 1", "cpu worker 2", "driver")
     coverage: Counter = field(default_factory=Counter)
     source: str = ""                   # "module:function" of the implementation
+    dialect: str = ""                  # the rule dialect it was judged by ("": the record's rule)
     fingerprint: dict = field(default_factory=dict)        # its module: {"module", "file", "sha256"}
     replays: list[Replay] = field(default_factory=list)    # corpus check: every case it found
     notes: list[str] = field(default_factory=list)         # one line each: damaged corpus files, ...

@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import specverify
-from specverify import backends, cases, env, registry, reports, session, vendors, waivers
+from specverify import backends, cases, dialects, env, registry, reports, session, vendors, waivers
 from specverify.checks import CHECKS, Outcome
 from specverify.conformance import FAILED, NOTHING_CHECKED, PASSED, Run, exit_status, not_asked, verdicts
 from specverify.harness import Failure, OracleError
@@ -60,6 +60,8 @@ def parser() -> argparse.ArgumentParser:
                      help="check every stage a vendor implements (an entry point of group specverify.vendors, "
                           "or MODULE[:ATTR])")
     chk.add_argument("--waivers", type=Path, metavar="PATH", help="the vendor's waiver file (TOML)")
+    chk.add_argument("--dialect", metavar="NAME", help="judge by this rule dialect of the stage ('' the record's "
+                                                       "rule; default: our backends under every rule they follow)")
     chk.add_argument("--check", action="append", choices=list(CHECKS), metavar="CHECK",
                      help=f"only these checks (repeatable; {', '.join(CHECKS)})")
     chk.add_argument("--cases", type=Path, default=None, metavar="DIR",
@@ -128,6 +130,7 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--backend", choices=backends.BUILT_IN)
     rep.add_argument("--device", choices=backends.DEVICES)
     rep.add_argument("--impl", type=named, metavar="MODULE:FUNCTION")
+    rep.add_argument("--dialect", metavar="NAME", help="judge by this rule dialect ('' the record's rule)")
     rep.add_argument("--timeout", type=seconds, metavar="S",
                      help=f"time limit of an --impl call, at most {MAX_SECONDS:g} s (default 120)")
 
@@ -247,6 +250,13 @@ def impl_device(args) -> str:
 
 def resolve_targets(args, vendor: vendors.Vendor | None = None) -> tuple[list, list[Outcome]]:
     stages = registry.select(args.stage)
+    if args.dialect is not None:
+        if vendor is not None:
+            raise UsageError("--dialect and --vendor exclude each other (a vendor's declaration names its dialects)")
+        having = [s for s in stages if dialects.problem(s, args.dialect) is None]
+        if not having:
+            raise UsageError(dialects.problem(stages[0], args.dialect))
+        stages = having
     if vendor is not None:
         chosen = {s.name for s in stages}
         device = impl_device(args)
@@ -261,17 +271,19 @@ def resolve_targets(args, vendor: vendors.Vendor | None = None) -> tuple[list, l
             raise UsageError(f"--impl checks one stage; --stage selects {len(stages)}")
         if args.backend:
             raise UsageError("--impl and --backend exclude each other")
-        return [backends.target(stages[0], "impl", impl_device(args), args.impl)], []
+        return [backends.target(stages[0], "impl", impl_device(args), args.impl, args.dialect or "")], []
     if args.device:
         why = backends.unavailable("torch", args.device)
         if why:
             raise UsageError(f"--device {args.device}: {why}")
     runnable, skipped = [], []
-    for stage, backend, device, why in backends.matrix(stages, args.backend, [args.device] if args.device else None):
+    for stage, backend, device, why in backends.matrix(stages, args.backend, [args.device] if args.device else None,
+                                                       args.dialect):
         if why is None:
             runnable.append(backends.target(stage, backend, device))
         elif args.backend or args.device:  # asked for: say why it does not run
-            skipped.append(Outcome(stage.name, backend, device, "-", status="skipped", headline=why))
+            skipped.append(Outcome(stage.name, backend, device, "-", status="skipped", headline=why,
+                                   dialect=stage.dialect))
     if not runnable and not skipped:
         raise UsageError("nothing to check: no selected stage has the selected backend")
     return runnable, skipped
@@ -450,12 +462,14 @@ def cmd_replay(args) -> int:
     if stage_name not in stages:
         raise UsageError(f"{args.path}: stage {stage_name!r} is not known to this version of specverify")
     stage = stages[stage_name]
+    if args.dialect and dialects.problem(stage, args.dialect):
+        raise UsageError(dialects.problem(stage, args.dialect))
     if args.impl:
-        targets = [backends.target(stage, "impl", impl_device(args), args.impl)]
+        targets = [backends.target(stage, "impl", impl_device(args), args.impl, args.dialect or "")]
     else:
-        targets = [backends.target(stage, b, d) for _, b, d, why in
+        targets = [backends.target(view, b, d) for view, b, d, why in
                    backends.matrix([stage], [args.backend] if args.backend else None,
-                                   [args.device] if args.device else None) if why is None]
+                                   [args.device] if args.device else None, args.dialect) if why is None]
         if not targets:
             raise UsageError(f"no backend of {stage_name} runs here with the options given")
     console.print(f"replay {args.path}: {stage_name}, {example.tier} tier", markup=False)
@@ -473,7 +487,8 @@ def cmd_replay(args) -> int:
                           f"{target.device}: {CHECKS['cross-device'].applies(target)}", markup=False)
         try:
             session.verify_example(target, example, plan, devices)
-            console.print(f"  passed  {target.backend.name}/{target.device}", markup=False)
+            under = f" under {dialects.words(target.stage, target.dialect)}" if target.dialect else ""
+            console.print(f"  passed  {target.backend.name}/{target.device}{under}", markup=False)
         except (Failure, OracleError) as exc:
             failed = True
             console.print(failure_report(target, example, exc, replay_command(args.path, target)), markup=False)

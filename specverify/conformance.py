@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from specverify import registry
+from specverify import dialects, registry
 from specverify.backends import BACKENDS, Target
 from specverify.checks import CHECKS, Outcome
 
@@ -54,6 +54,8 @@ class Verdict:
     device: str
     source: str
     levels: list[Level]
+    dialect: str = ""              # the rule dialect the verdict is for ("": the record's rule)
+    rule: str = ""                 # how reports name that dialect ("dialect strict (ties reject)")
 
     @property
     def summary(self) -> str:
@@ -72,7 +74,8 @@ class Verdict:
         return f"conforms (waived: {', '.join(waived)})" if waived else "conforms"
 
     def line(self) -> str:
-        return f"{self.stage} ({self.source} on {self.device}): {self.summary}. " + \
+        under = f" under {self.rule}" if self.rule else ""
+        return f"{self.stage} ({self.source} on {self.device}){under}: {self.summary}. " + \
             "; ".join(lv.text() for lv in self.levels)
 
 
@@ -135,12 +138,14 @@ def verdicts(outcomes: list[Outcome]) -> list[Verdict]:
     by_target: dict[tuple, list[Outcome]] = {}
     for o in outcomes:
         if o.stage in stages and o.check != "-":
-            by_target.setdefault((o.stage, o.backend, o.device, o.source), []).append(o)
+            by_target.setdefault((o.stage, o.backend, o.device, o.source, o.dialect), []).append(o)
     found = []
-    for (stage, backend, device, source), group in by_target.items():
-        target = Target(stages[stage], BACKENDS[backend], device, source)
+    for (stage, backend, device, source, dialect), group in by_target.items():
+        record = dialects.judged(stages[stage], dialect)
+        target = Target(record, BACKENDS[backend], device, source, dialect=dialect)
         names = [c for c in CHECKS if c != "corpus"]
-        found.append(Verdict(stage, backend, device, source, [level_of(group, c, target) for c in names]))
+        found.append(Verdict(stage, backend, device, source, [level_of(group, c, target) for c in names],
+                             dialect, dialects.words(record, dialect)))
     return found
 
 

@@ -283,7 +283,25 @@ def render(stage: Stage) -> str:
         caption = inspect.getdoc(stage.worked)
         out += [*wrap(caption), ""] if caption else []
         out += ["```", *worked_lines(stage, stage.worked()), "```", ""]
+    out += dialect_lines(stage)
     return "\n".join(out)
+
+
+def dialect_lines(stage: Stage) -> list[str]:
+    """Each dialect of the record: its doc, its rule, our implementations of it and its worked example,
+    whose outputs its own oracle computes."""
+    from specverify.dialects import judged
+
+    out = []
+    for name, d in stage.dialects.items():
+        out += [f"### Dialect `{name}`", "", d.doc + ("" if d.doc.endswith(".") else "."), "",
+                d.rule.strip(), ""]
+        ours = ", ".join(f"{backend} (`{path}`)" for backend, path in d.impls.items())
+        out += [f"Our implementations of it: {ours}." if ours else "No implementation of ours follows it.", ""]
+        caption = inspect.getdoc(d.worked)
+        out += [*wrap(caption), ""] if caption else []
+        out += ["```", *worked_lines(judged(stage, name), d.worked()), "```", ""]
+    return out
 
 
 # --- every stage --------------------------------------------------------------------------------------

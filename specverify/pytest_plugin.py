@@ -94,11 +94,12 @@ def run_plan(config):
 
 
 def run_stage_check(config, stage_name: str, backend: str, device: str, check: str) -> None:
-    """The body of a generated stage test: one check of one target; fails with the full report. Its
-    findings go to the run plan's findings folder (never the suite's corpus)."""
-    from specverify import backends, registry, session
+    """The body of a generated stage test: one check of one target (`stage_name` may name a dialect:
+    "family.stage:dialect"); fails with the full report. Its findings go to the run plan's findings
+    folder (never the suite's corpus)."""
+    from specverify import backends, dialects, registry, session
 
-    stage = registry.all_stages()[stage_name]
+    stage = dialects.resolve(stage_name, registry.all_stages())
     why = backends.unavailable(backend, device)
     if why:
         pytest.skip(why)
@@ -112,17 +113,18 @@ def run_stage_check(config, stage_name: str, backend: str, device: str, check: s
 
 
 def stage_matrix() -> list:
-    """pytest params: every stage x backend x device x default check (unavailable devices skip), marked
-    by backend, device and check."""
-    from specverify import backends, registry
+    """pytest params: every stage (and stage judged by a dialect we implement: "family.stage:dialect") x
+    backend x device x default check (unavailable devices skip), marked by backend, device and check."""
+    from specverify import backends, dialects, registry
     from specverify.checks import default_checks
 
     params = []
     for stage, backend, device, _ in backends.matrix(list(registry.all_stages().values())):
+        name = dialects.qualified(stage)
         for check in default_checks(backends.target(stage, backend, device)):
             marks = [getattr(pytest.mark, backend), getattr(pytest.mark, device), getattr(pytest.mark, check.name)]
-            params.append(pytest.param(stage.name, backend, device, check.name, marks=marks,
-                                       id=f"{stage.name}-{backend}-{device}-{check.name}"))
+            params.append(pytest.param(name, backend, device, check.name, marks=marks,
+                                       id=f"{name}-{backend}-{device}-{check.name}"))
     return params
 
 
@@ -263,8 +265,9 @@ class CaseFile(pytest.File):
         if stage is None:
             yield CaseItem.from_parent(self, name="unknown-stage", problem=f"unknown stage {stage_name!r}")
             return
-        for _, backend, device, why in backends.matrix([stage]):
-            yield CaseItem.from_parent(self, name=f"{backend}-{device}", stage=stage, example=example,
+        for view, backend, device, why in backends.matrix([stage]):
+            under = f"-{view.dialect}" if view.dialect else ""
+            yield CaseItem.from_parent(self, name=f"{backend}-{device}{under}", stage=view, example=example,
                                        backend=backend, device=device, skip_reason=why)
 
 

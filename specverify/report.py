@@ -12,18 +12,20 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from specverify import dialects
 from specverify.materialize import contiguous_layout, same_value
 from specverify.stage import Example, Stage
 
 
 def replay_command(path: Path, target) -> str:
-    return replay_line(path, target.backend.name, target.source, target.device)
+    return replay_line(path, target.backend.name, target.source, target.device, target.dialect)
 
 
-def replay_line(path: Path, backend: str, source: str, device: str) -> str:
-    """The command that replays a case file on one implementation."""
+def replay_line(path: Path, backend: str, source: str, device: str, dialect: str = "") -> str:
+    """The command that replays a case file on one implementation (judged by `dialect`, if any)."""
     which = f"--impl {source}" if backend == "impl" else f"--backend {backend}"
-    return f"specverify replay {path} {which} --device {device}"
+    under = f" --dialect {dialect}" if dialect else ""
+    return f"specverify replay {path} {which} --device {device}{under}"
 
 
 def failure_report(target, example: Example, exc: BaseException, command: str | None,
@@ -34,6 +36,8 @@ def failure_report(target, example: Example, exc: BaseException, command: str | 
     if example.tier == "invalid":
         tier += f" ({example.bad_field}: {example.rule})"
     lines = [f"FAILED {headline}", tier]
+    if target.dialect:
+        lines.append(f"  judged by: {dialects.words(target.stage, target.dialect)}")
     detail = getattr(exc, "detail", "")
     if detail:
         lines += ["  " + line for line in detail.rstrip().splitlines()]
@@ -126,7 +130,8 @@ def summary_table(outcomes: list) -> Table:
         if o.measures:
             result += " (" + ", ".join(f"{k} {v}" for k, v in o.measures.items()) + ")"
         found = f", failed at {o.found_after}" if o.found_after else ""
-        table.add_row(o.stage, o.backend, o.device, o.check, f"{o.examples}{found}" if o.examples else "-", result,
+        stage = f"{o.stage} ({o.dialect})" if o.dialect else o.stage
+        table.add_row(stage, o.backend, o.device, o.check, f"{o.examples}{found}" if o.examples else "-", result,
                       f"{o.seconds:.1f}s")
     return table
 

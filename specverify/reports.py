@@ -48,18 +48,19 @@ def failures(o) -> list[dict]:
     """Every failure of an outcome (expected ones included): case id, tier, headline, replay command."""
     if o.replays:
         return [{"case": r.case_id, "tier": r.tier, "origin": r.origin, "status": r.status, "headline": r.headline,
-                 "waiver": r.waiver, "replay": replay_line(r.path, o.backend, o.source, o.device)}
+                 "waiver": r.waiver, "replay": replay_line(r.path, o.backend, o.source, o.device, o.dialect)}
                 for r in o.replays if r.status in ("failed", "xfailed")]
     if o.status in ("failed", "xfailed", "error"):
         return [{"case": o.case.stem if o.case else None, "tier": o.check, "status": o.status,
                  "headline": o.headline, "waiver": o.waiver,
-                 "replay": replay_line(o.case, o.backend, o.source, o.device) if o.case else None}]
+                 "replay": replay_line(o.case, o.backend, o.source, o.device, o.dialect) if o.case else None}]
     return []
 
 
 def outcome_json(o) -> dict:
     return {"stage": o.stage, "backend": o.backend, "device": o.device, "check": o.check, "status": o.status,
-            "source": o.source, "examples": o.examples, "planned": o.planned, "found_after": o.found_after,
+            "source": o.source, "dialect": o.dialect, "examples": o.examples, "planned": o.planned,
+            "found_after": o.found_after,
             "seconds": round(o.seconds, 3), "kind": o.kind, "headline": o.headline, "report": o.report,
             "case": str(o.case) if o.case else None, "coverage": dict(o.coverage), "measures": o.measures,
             "timing": o.timing, "worker": o.worker, "waiver": o.waiver,
@@ -96,7 +97,8 @@ def to_json(run: Run) -> dict[str, Any]:
             "versions": env.versions(), "machine": machine(run.device), "cases_dir": run.cases_dir,
             "oracles": oracles(run), "implementations": implementations(run), "vendor": vendor,
             "verdicts": [{"stage": v.stage, "backend": v.backend, "device": v.device, "source": v.source,
-                          "summary": v.summary, "levels": [vars(lv) for lv in v.levels]} for v in verdicts(run.outcomes)],
+                          "dialect": v.dialect, "rule": v.rule, "summary": v.summary,
+                          "levels": [vars(lv) for lv in v.levels]} for v in verdicts(run.outcomes)],
             "outcomes": [outcome_json(o) for o in run.outcomes], "waivers": waivers, "totals": totals(run)}
 
 
@@ -106,9 +108,10 @@ def junit(run: Run) -> JUnitXml:
     owner = run.vendor.name if run.vendor is not None else "specverify"
     suites: dict[tuple, TestSuite] = {}
     for o in run.outcomes:
-        key = (o.stage, o.backend, o.device, o.source)
+        key = (o.stage, o.backend, o.device, o.source, o.dialect)
         if key not in suites:
-            suites[key] = suite = TestSuite(f"{o.stage} on {o.backend}/{o.device}")
+            under = f" under dialect {o.dialect}" if o.dialect else ""
+            suites[key] = suite = TestSuite(f"{o.stage} on {o.backend}/{o.device}{under}")
             suite.add_property("source", o.source)
             suite.add_property("sha256", str(o.fingerprint.get("sha256")))
         case = TestCase(f"{o.check}[{o.backend}-{o.device}]", classname=f"{owner}.{o.stage}", time=round(o.seconds, 3))
@@ -173,7 +176,8 @@ def markdown(run: Run) -> str:
     rows, found = [], verdicts(run.outcomes)
     for v in found:
         levels = {lv.name: lv for lv in v.levels}
-        rows.append([f"`{v.stage}`", f"`{v.source}`", v.device, v.summary] +
+        under = f" under {v.rule}" if v.rule else ""
+        rows.append([f"`{v.stage}`{under}", f"`{v.source}`", v.device, v.summary] +
                     [levels[n].text().split(": ", 1)[1] if n in levels else "" for n in ("contract", "robustness",
                                                                                             "arguments")])
     lines += table(["stage", "implementation", "device", "verdict", "contract", "robustness", "arguments"], rows)

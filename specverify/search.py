@@ -129,6 +129,7 @@ def record_failure(target: Target, check: str, ctx: Context, outcome: Outcome, e
     notes = []
     if ctx.findings_dir is not None:
         record = {"backend": target.backend.name, "device": target.device, "source": target.source,
+                  "dialect": target.dialect,
                   "seed": ctx.run_seed, "profile": ctx.profile.name, "check": check, "tier": example.tier,
                   "versions": env.versions(),
                   "failure": outcome.headline}

@@ -191,7 +191,7 @@ def run_target(target: Target, plan: RunPlan, listener: Listener, only: set[str]
             else:
                 outcome = Outcome(target.stage.name, target.backend.name, target.device, check.name,
                                   status="waived", waiver=waiver.label, headline=f"not launched: {waiver.label}")
-            outcome.source, outcome.fingerprint = target.source, module
+            outcome.source, outcome.fingerprint, outcome.dialect = target.source, module, target.dialect
             if settle and waivers is not None:
                 waivers.settle(target, outcome)
             listener.check_done(target, outcome)

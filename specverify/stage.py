@@ -166,6 +166,21 @@ Strategy = Callable[[DrawContext], Any]  # returns a hypothesis SearchStrategy[E
 
 
 @dataclass(frozen=True)
+class Dialect:
+    """A named variant of a stage's rule: the same fields, another rule that keeps the contract's promise
+    (an engine's acceptance test, an arithmetic the hardware does). A target judged by it is checked
+    against its oracle and drawn from its strategies (the record's where it has none)."""
+    doc: str                                    # one line: what differs from the record's rule
+    rule: str                                   # the rule in prose, exact for the stage's dtypes
+    oracle: Callable[..., Any]                  # its loop-level NumPy reference
+    worked: Callable[[], Example]               # a small valid example `specverify show` runs on its oracle
+    words: str                                  # how a report names it ("ties reject", ...)
+    impls: Mapping[str, str] = field(default_factory=dict)  # our implementations that follow it, by backend
+    valid: Strategy | None = None               # valid-tier draws (e.g. that reach its ties)
+    hazard: Strategy | None = None              # hazard-tier draws
+
+
+@dataclass(frozen=True)
 class Stage:
     name: str                                   # "family.stage", as in STAGES.md
     inputs: tuple[Field, ...]                   # keyword arguments, in STAGES.md order
@@ -188,6 +203,8 @@ class Stage:
     # `specverify bench` input: (B, V, rng) -> a valid example of B requests with BENCH_SPEC drafts each, vocabulary V
     # where the stage reads one (else V is the vocab_size scalar), realistic contents, every array contiguous
     bench: Callable[[int, int, np.random.Generator], Example] | None = None
+    dialects: Mapping[str, Dialect] = field(default_factory=dict)  # name -> a rule variant (see Dialect)
+    dialect: str = ""                           # the dialect this record is judged by (`dialects.judged`)
 
     @property
     def family(self) -> str:

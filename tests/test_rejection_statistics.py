@@ -11,18 +11,22 @@ row per request shared by its positions),
 - P(accept at i | reach i) = sum_v min(p_i(v), q_i(v)) (exact two-sided binomial test). With
   `draft_probs=None` (n-gram drafts, one-hot q) it is E[p_i(d)] over the proposal of the draft d.
 
+The same holds under each rule dialect of `rejection.random` (`strict`: f32(u * q) < p, ties reject;
+`strict_q0`: the same without the range test on q): its sampler is the real `recovered` then the
+dialect's own oracle (`random_strict`, `random_strict_q0`), and every test below runs under each rule.
+
 Each chain below is K positions with their own (p_i, q_i), so the position-conditioned guarantee and the
 shared noise row are exercised; a chain ending in disjoint supports is never accepted at its last step.
 
 Sample sizes: one `rejection.sample` call per chain; B = 20 000 requests (hand-picked V=8, K=4; n-gram
 V=6, K=3) or 10 000 (random V=4 K=3, V=11 K=2, V=16 K=2), so 3 700 to 20 000 requests reach each
-position. The whole file takes 10 to 17 s on one shared core (14 tests).
+position. The whole file takes 30 to 50 s on one shared core (38 tests: every rule).
 
 False alarms. Every p-value is compared with ALPHA = 1e-4 (`specverify.statistics.ALPHA`). The
-correctness tests compute M = 28 p-values (2 per position: 8 + 6 + 4 + 4 + 6 over the five chains), so
-for a correct oracle under fresh seeds the family-wise false-alarm rate is at most M * ALPHA = 0.28 %
-(Bonferroni; the binomial tests are exact, the chi-square ones asymptotic, with >= 10 expected per pooled
-cell). The seeds are fixed, so the outcome is deterministic and the file is never flaky. Over 20 fresh
+correctness tests compute M = 28 p-values per rule (2 per position: 8 + 6 + 4 + 4 + 6 over the five
+chains), 84 over the three rules, so for correct oracles under fresh seeds the family-wise false-alarm
+rate is at most 84 * ALPHA = 0.84 % (Bonferroni; the binomial tests are exact, the chi-square ones
+asymptotic, with >= 10 expected per pooled cell). The seeds are fixed, so the outcome is deterministic and the file is never flaky. Over 20 fresh
 seeds the 560 p-values of the real oracle were all above ALPHA (the smallest 0.0024, as expected of
 560 uniform draws).
 
@@ -44,6 +48,7 @@ Run `python tests/test_rejection_statistics.py [SEEDS [SCALE biased-only]]` to m
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from dataclasses import dataclass
 
@@ -173,6 +178,18 @@ def draw_inputs(chain: Chain, seed: int) -> dict:
     )
 
 
+# rejection.random's rule and its dialects: the acceptance step of each sampler
+RULES = {"record": rejection.random, "strict": rejection.random_strict, "strict_q0": rejection.random_strict_q0}
+
+
+def sampler_of(rule: str):
+    """The verification step under `rule`: the real `rejection.sample` for the record's rule, else the
+    real `recovered` then the dialect's oracle (what `sample` does, with the dialect's acceptance test)."""
+    if rule == "record":
+        return rejection.sample
+    return _biased()(RULES[rule])
+
+
 def run(chain: Chain, sampler, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Calls `sampler` once on fresh inputs; returns (output [B, K+1], drafts [B, K])."""
     args = draw_inputs(chain, seed)
@@ -232,12 +249,13 @@ def check_structure(chain: Chain, out: np.ndarray, drafts: np.ndarray) -> None:
         f"{chain.name}: the last slot must hold the bonus"
 
 
+@pytest.mark.parametrize("rule", sorted(RULES))
 @pytest.mark.parametrize("index", range(len(CHAINS)), ids=[c.name for c in CHAINS])
-def test_target_distribution_preserved(index):
-    """One call of `rejection.sample` per chain: the output is well formed, the token emitted at every
-    position follows p_i, and the acceptance rate at every position is sum min(p_i, q_i)."""
+def test_target_distribution_preserved(index, rule):
+    """One call of the verification step per chain and rule: the output is well formed, the token
+    emitted at every position follows p_i, and the acceptance rate at every position is sum min(p_i, q_i)."""
     chain = CHAINS[index]
-    out, drafts = run(chain, rejection.sample, chain.seed)
+    out, drafts = run(chain, sampler_of(rule), chain.seed)
     check_structure(chain, out, drafts)
     failures = rejected(fits(chain, out))
     assert not failures, f"{chain.name} (alpha={ALPHA}):\n" + "\n".join(failures)
@@ -270,23 +288,27 @@ def _target_argmax(target_probs):
 
 
 def _biased(recovered_ids=None, recovered_overrides=None, random_overrides=None):
-    """A sampler that runs the real `recovered` (with some inputs overridden) or takes its recovered ids
-    from `recovered_ids(args)`, then the real `random` (with some inputs overridden)."""
-    def sampler(**args):
-        rec_args = {k: args[k] for k in ("cu_num_draft_tokens", "draft_token_ids", "draft_probs",
-                                         "target_probs", "inv_q")}
-        if recovered_ids is not None:
-            ids = recovered_ids(args)
-        else:
-            if recovered_overrides is not None:
-                rec_args.update(recovered_overrides(args))
-            ids = np.zeros(len(args["draft_token_ids"]), np.int32)
-            rejection.recovered(**rec_args, recovered_token_ids=ids)
-        rand_args = {k: v for k, v in args.items() if k != "inv_q"}
-        if random_overrides is not None:
-            rand_args.update(random_overrides(args))
-        rejection.random(**rand_args, recovered_token_ids=ids)
-    return sampler
+    """Given the acceptance step (`rejection.random` or a dialect's oracle): a sampler that runs the real
+    `recovered` (with some inputs overridden) or takes its recovered ids from `recovered_ids(args)`, then
+    that step (with some inputs overridden)."""
+    return lambda verify: functools.partial(_biased_call, verify, recovered_ids, recovered_overrides,
+                                            random_overrides)
+
+
+def _biased_call(verify, recovered_ids, recovered_overrides, random_overrides, **args):
+    rec_args = {k: args[k] for k in ("cu_num_draft_tokens", "draft_token_ids", "draft_probs", "target_probs",
+                                     "inv_q")}
+    if recovered_ids is not None:
+        ids = recovered_ids(args)
+    else:
+        if recovered_overrides is not None:
+            rec_args.update(recovered_overrides(args))
+        ids = np.zeros(len(args["draft_token_ids"]), np.int32)
+        rejection.recovered(**rec_args, recovered_token_ids=ids)
+    rand_args = {k: v for k, v in args.items() if k != "inv_q"}
+    if random_overrides is not None:
+        rand_args.update(random_overrides(args))
+    verify(**rand_args, recovered_token_ids=ids)
 
 
 BIASED = {
@@ -321,12 +343,13 @@ POWER_CHAIN = 3
 POWER_SEED = 7
 
 
+@pytest.mark.parametrize("rule", sorted(RULES))
 @pytest.mark.parametrize("name", sorted(BIASED))
-def test_biased_sampler_is_rejected(name):
-    """The decision that passes the real oracle rejects each biased sampler (fixed seed)."""
+def test_biased_sampler_is_rejected(name, rule):
+    """The decision that passes the real oracle rejects each biased sampler under each rule (fixed seed)."""
     chain = CHAINS[POWER_CHAIN]
-    out, _ = run(chain, BIASED[name], POWER_SEED)
-    assert rejected(fits(chain, out)), f"{name} on {chain.name} was not detected at alpha={ALPHA}"
+    out, _ = run(chain, BIASED[name](RULES[rule]), POWER_SEED)
+    assert rejected(fits(chain, out)), f"{name} under {rule} on {chain.name} was not detected at alpha={ALPHA}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -343,7 +366,8 @@ def measure(seeds: int, scale: float = 1.0, oracle: bool = True) -> None:
                 pvalues += [fit.pvalue for _, fit in fits(chain, run(chain, rejection.sample, 10_000 + s)[0])]
         print(f"real oracle: {len(pvalues)} p-values, min {min(pvalues):.3g}, "
               f"below alpha: {sum(p < ALPHA for p in pvalues)}")
-    for name, sampler in sorted(BIASED.items()):
+    for name, biased in sorted(BIASED.items()):
+        sampler = biased(rejection.random)
         chain = CHAINS[POWER_CHAIN]
         chain = dataclasses.replace(chain, batch=int(chain.batch * scale))
         hits, which = 0, {}

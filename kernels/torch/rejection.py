@@ -16,6 +16,9 @@ from specverify.oracles.rejection import (PLACEHOLDER, check_expand, check_greed
                                           check_random, check_recovered, check_sample, check_sample_padded)
 
 INF = float("inf")
+# `accepts`' rule: the record's `p / q >= u`; dialect `strict`'s `f32(u) * q < p` with q in (0, 1]; `strict_q0`'s
+# without the range test
+RATIO, STRICT, STRICT_Q0 = "ratio", "strict", "strict_q0"
 
 
 def first_max(scores: torch.Tensor, owned: bool = False) -> torch.Tensor:
@@ -64,10 +67,16 @@ def recovery_scores(target, draft_probs, valid, safe, noise, noise_at_draft, gre
     return scores.scatter_(-1, safe[..., None], cell[..., None])
 
 
-def accepts(valid, safe, target, draft_probs, uniform) -> torch.Tensor:
-    """Per token: a valid draft, q > 0 and f64(f32(p / q)) >= u (q = 1 without draft probs); valid, safe:
-    `in_vocab` of the drafts."""
+def accepts(valid, safe, target, draft_probs, uniform, rule: str = RATIO) -> torch.Tensor:
+    """Per token: a valid draft and, by `rule`, q > 0 and f64(f32(p / q)) >= u (RATIO), or f32(f32(u) * q) < p
+    with q in (0, 1] (STRICT) or any q (STRICT_Q0); q = 1 without draft probs. valid, safe: `in_vocab` of
+    the drafts."""
     p = at_drafts(target, safe)
+    if rule != RATIO:
+        u = uniform.to(torch.float32)                # rounded to nearest
+        q = None if draft_probs is None else at_drafts(draft_probs, safe)
+        accepted = valid & ((u if q is None else u * q) < p)
+        return accepted & (q > 0) & (q <= 1) if rule == STRICT and q is not None else accepted
     if draft_probs is None:
         return valid & (p >= uniform)               # compared in f64
     q = at_drafts(draft_probs, safe)
@@ -130,17 +139,27 @@ def greedy(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_toke
 
 
 def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,
-           recovered_token_ids, uniform_probs, is_greedy, output_token_ids):
-    """See `specverify.oracles.rejection.random`."""
+           recovered_token_ids, uniform_probs, is_greedy, output_token_ids, rule: str = RATIO):
+    """See `specverify.oracles.rejection.random` (`rule`: the acceptance test, see `accepts`)."""
     batch, _ = check_random(draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs,
                             target_probs, recovered_token_ids, uniform_probs, is_greedy, output_token_ids,
                             values=reads_values(cu_num_draft_tokens))
     if batch:
         accepted = accepts(*in_vocab(draft_token_ids, target_probs.shape[-1], index=False), target_probs,
-                           draft_probs, uniform_probs)
+                           draft_probs, uniform_probs, rule)
         verify_flat(output_token_ids, cu_num_draft_tokens, accepted,
                     torch.where(accepted, draft_token_ids, recovered_token_ids), bonus_token_ids, None,
                     fill=False, skip=is_greedy)
+
+
+def random_strict(**fields) -> None:
+    """`random` under dialect `strict` (see `specverify.oracles.rejection.random_strict`)."""
+    random(**fields, rule=STRICT)
+
+
+def random_strict_q0(**fields) -> None:
+    """`random` under dialect `strict_q0` (see `specverify.oracles.rejection.random_strict_q0`)."""
+    random(**fields, rule=STRICT_Q0)
 
 
 def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids):

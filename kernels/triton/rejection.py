@@ -33,6 +33,9 @@ from specverify.oracles.rejection import (check_expand, check_greedy, check_gree
 # pick_kernel's MODE: what a token's score row is; verify_kernel's MODE: how drafts are accepted (or BY_ROW)
 ARGMAX, RECOVER, BY_ROW = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
 GREEDY, RANDOM = tl.constexpr(0), tl.constexpr(1)
+# verify_kernel's RULE (the RANDOM acceptance test): the record's f64(f32(p / q)) >= u; dialect `strict`'s
+# f32(f32(u) * q) < p with q in (0, 1]; `strict_q0`'s without the range test
+RATIO, STRICT, STRICT_Q0 = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
 # verify_kernel's ROWS: which rows it writes
 ALL_ROWS, GREEDY_ROWS, RANDOM_ROWS = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
 BLOCK_V = 2048          # the widest vocabulary tile
@@ -146,10 +149,10 @@ def verify_kernel(out_ptr, o_row, o_col, rejected_ptr, rejected_stride, last_ptr
                   cu_ptr, is_greedy_ptr, g_stride, k, vocab, columns,
                   MODE: tl.constexpr, ROWS: tl.constexpr, FLAT: tl.constexpr, FILL: tl.constexpr,
                   PADDED: tl.constexpr, HAS_DRAFT_PROBS: tl.constexpr, HAS_MASK: tl.constexpr,
-                  BLOCK: tl.constexpr):
+                  BLOCK: tl.constexpr, RULE: tl.constexpr):
     """Verify request r's drafts in order: accept while the draft equals its alternative (GREEDY) or
-    passes q > 0 and f64(f32(p / q)) >= u (RANDOM); emit accepted drafts, the alternative at the first
-    reject, the bonus after none. Writes the emitted prefix of the selected rows, the rest of the row as
+    passes the RULE's test (RANDOM: q > 0 and f64(f32(p / q)) >= u, or a STRICT one); emit accepted drafts,
+    the alternative at the first reject, the bonus after none. Writes the emitted prefix of the selected rows, the rest of the row as
     -1 (FILL), and the padded counts (PADDED). Flattened tokens: (0, start + pos); padded: (r, pos)."""
     r = tl.program_id(0).to(tl.int64)
     if FLAT:
@@ -172,9 +175,14 @@ def verify_kernel(out_ptr, o_row, o_col, rejected_ptr, rejected_stride, last_ptr
             q = tl.load(draft_probs_ptr + row * dp_row + pos * dp_pos + safe * dp_v, mask=valid, other=0.0)
         else:
             q = tl.full([BLOCK], 1.0, tl.float32)
-        ratio = tl.math.div_rn(p, tl.where(q > 0, q, 1.0))
         u = tl.load(u_ptr + row * u_row + pos * u_pos, mask=live, other=2.0)
-        random_accept = valid & (q > 0) & (ratio.to(tl.float64) >= u)
+        if RULE == RATIO:
+            ratio = tl.math.div_rn(p, tl.where(q > 0, q, 1.0))
+            random_accept = valid & (q > 0) & (ratio.to(tl.float64) >= u)
+        else:
+            random_accept = valid & (u.to(tl.float32) * q < p)      # u rounded to nearest f32, one product
+            if RULE == STRICT:
+                random_accept = random_accept & (q > 0) & (q <= 1.0)
         if MODE == RANDOM:
             accept = random_accept
         else:
@@ -280,7 +288,7 @@ def pick(out, target, draft_probs, drafts, inv_q, cu, is_greedy, mode, flat: boo
 
 
 def verify(out, drafts, alternatives, bonus, is_greedy, mode, rows, *, cu=None, target=None, draft_probs=None,
-           uniform=None, fill=False, rejected=None, last=None):
+           uniform=None, fill=False, rejected=None, last=None, rule=RATIO):
     """Launch verify_kernel over every request (see there); flattened when `cu` is given."""
     flat = cu is not None
     batch = len(cu) if flat else drafts.shape[0]
@@ -302,7 +310,7 @@ def verify(out, drafts, alternatives, bonus, is_greedy, mode, rows, *, cu=None, 
         drafts if uniform is None else uniform, u_row, u_pos, drafts if cu is None else cu, mask, g_stride,
         k, 1 if target is None else target.shape[-1], columns,
         MODE=mode.value, ROWS=rows.value, FLAT=flat, FILL=fill, PADDED=padded, HAS_DRAFT_PROBS=draft_probs is not None,
-        HAS_MASK=is_greedy is not None, BLOCK=next_power_of_2(columns))
+        HAS_MASK=is_greedy is not None, BLOCK=next_power_of_2(columns), RULE=rule.value)
 
 
 def greedy(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
@@ -315,13 +323,23 @@ def greedy(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_toke
 
 
 def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,
-           recovered_token_ids, uniform_probs, is_greedy, output_token_ids):
-    """See `specverify.oracles.rejection.random`. One launch."""
+           recovered_token_ids, uniform_probs, is_greedy, output_token_ids, rule=RATIO):
+    """See `specverify.oracles.rejection.random` (`rule`: verify_kernel's RULE). One launch."""
     validate(check_random, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs,
              target_probs, recovered_token_ids, uniform_probs, is_greedy, output_token_ids,
              values=reads_values(cu_num_draft_tokens))
     verify(output_token_ids, draft_token_ids, recovered_token_ids, bonus_token_ids, is_greedy, RANDOM, RANDOM_ROWS,
-           cu=cu_num_draft_tokens, target=target_probs, draft_probs=draft_probs, uniform=uniform_probs)
+           cu=cu_num_draft_tokens, target=target_probs, draft_probs=draft_probs, uniform=uniform_probs, rule=rule)
+
+
+def random_strict(**fields) -> None:
+    """`random` under dialect `strict` (see `specverify.oracles.rejection.random_strict`). One launch."""
+    random(**fields, rule=STRICT)
+
+
+def random_strict_q0(**fields) -> None:
+    """`random` under dialect `strict_q0` (see `specverify.oracles.rejection.random_strict_q0`). One launch."""
+    random(**fields, rule=STRICT_Q0)
 
 
 def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids):

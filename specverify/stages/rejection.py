@@ -14,7 +14,7 @@ import numpy as np
 
 from specverify.bench import inputs as bench
 from specverify.oracles import rejection as oracle
-from specverify.stage import BENCH_SPEC, Buffer, Example, I, Layout, O, Stage, kernels
+from specverify.stage import BENCH_SPEC, Buffer, Dialect, Example, I, Layout, O, Stage, kernels
 from specverify.strategies import rejection as draw
 
 f32, i32, i64 = np.float32, np.int32, np.int64
@@ -160,6 +160,83 @@ def random_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     }, outputs={"output_token_ids": Buffer((batch, k + 1), "int32")})
 
 
+def random_call(drafts, counts, spec, draft_probs, target_probs, recovered, uniforms, bonus) -> Example:
+    """A valid rejection.random example of non-greedy rows from plain lists."""
+    return Example("valid", inputs={
+        "draft_token_ids": np.array(drafts, i32), "bonus_token_ids": np.array(bonus, i64),
+        "cu_num_draft_tokens": np.cumsum(counts).astype(i32), "max_spec_len": spec,
+        "draft_probs": np.array(draft_probs, f32), "target_probs": np.array(target_probs, f32),
+        "recovered_token_ids": np.array(recovered, i32), "uniform_probs": np.array(uniforms, np.float64),
+        "is_greedy": np.zeros(len(counts), bool),
+    }, outputs={"output_token_ids": Buffer((len(counts), spec + 1), "int32")})
+
+
+def strict_example() -> Example:
+    """Row 0 meets a tie (u * q = 0.5 * 0.5 = p) and rejects at once, where the record's rule accepts it
+    and rejects the next draft; row 1 accepts (0.75 * 0.25 < 0.375) and takes its bonus; row 2 has
+    u = 0 and p = 0, a tie too: rejected (the record's rule accepts, 0 / q >= 0)."""
+    quarter = [0.25] * 4
+    return random_call([1, 2, 2, 3], [2, 1, 1], 2,
+                       [[0.125, 0.5, 0.25, 0.125], [0, 0, 1, 0], quarter, quarter],
+                       [[0.25, 0.25, 0.375, 0.125], quarter, [0.125, 0.125, 0.375, 0.375], [0.5, 0.5, 0, 0]],
+                       [2, 2, 0, 1], [0.5, 0.75, 0.75, 0.0], [3, 1, 0])
+
+
+def strict_q0_example() -> Example:
+    """Row 0 drafts an id of draft probability 0 whose target probability is 0.25: accepted (0 < 0.25),
+    then its bonus (`strict` and the record's rule reject it); row 1 meets a tie and rejects."""
+    return random_call([0, 1], [1, 1], 1, [[0, 0.5, 0.5, 0], [0.125, 0.5, 0.25, 0.125]],
+                       [[0.25] * 4, [0.25, 0.25, 0.375, 0.125]], [3, 2], [0.9, 0.5], [2, 3])
+
+
+def approx_div_example() -> Example:
+    """p / q = 0.5 / 0.625 = 0.8 in both rows: row 0's uniform is the first f64 above the band of
+    draw.APPROX_DIV_STEPS f32 steps around f32(0.8) (rejected, whatever the division's last bits), row
+    1's the first below it (accepted, then the bonus)."""
+    ratio = f32(0.5) / f32(0.625)
+    lo = hi = ratio
+    for _ in range(draw.APPROX_DIV_STEPS):
+        lo, hi = np.nextafter(lo, f32(-np.inf)), np.nextafter(hi, f32(np.inf))
+    rows = [[0.25, 0.625, 0.0625, 0.0625]] * 2
+    return random_call([1, 1], [1, 1], 1, rows, [[0.125, 0.5, 0.25, 0.125]] * 2, [3, 0],
+                       [np.nextafter(float(hi), np.inf), np.nextafter(float(lo), -np.inf)], [2, 3])
+
+
+STRICT_RULE = """- acceptance test of draft d at position t: accepted iff 0 <= d < V, q = `draft_probs[t, d]` (1 when
+  `draft_probs` is None) lies in (0, 1], and f32(f32(u) * q) < p, where u = `uniform_probs[t]` (f64)
+  is rounded to the nearest f32, the product is one f32 multiplication rounded to nearest and
+  p = `target_probs[t, d]`. Ties reject (u * q == p, also u = 0 with p = 0); a NaN p or q rejects.
+  -1 and out-of-vocabulary drafts are rejected unread. Everything else is the record's rule."""
+
+RANDOM_DIALECTS = {
+    "strict": Dialect(
+        doc="SGLang's and FlashInfer's acceptance test: accept while f32(u * q) < p, so ties reject",
+        rule=STRICT_RULE, words="ties reject: f32(u * q) < p",
+        oracle=oracle.random_strict, worked=strict_example, valid=draw.random_strict_valid,
+        impls={backend: f"specverify.kernels.{backend}.rejection:random_strict" for backend in ("torch", "triton")}),
+    "strict_q0": Dialect(
+        doc="FlashInfer's `chain_speculative_sampling`: `strict` with no range test on q (q = 0 accepts "
+            "when p > 0)",
+        rule=STRICT_RULE.replace("lies in (0, 1], and", "is any value, and") + "\n  So q = 0 accepts "
+             "exactly when p > 0 (a draft the drafter gives probability 0 is never drawn in practice).",
+        words="ties reject, no range test on q: f32(u * q) < p", oracle=oracle.random_strict_q0,
+        worked=strict_q0_example, valid=draw.random_strict_q0_valid,
+        impls={backend: f"specverify.kernels.{backend}.rejection:random_strict_q0"
+               for backend in ("torch", "triton")}),
+    "approx_div": Dialect(
+        doc="the record's rule with p / q computed by an approximate f32 division (CUDA's div.full.f32, "
+            "which Triton's `/` compiles to): documented within 2 ulp instead of correctly rounded",
+        rule="""\
+- the acceptance test is the record's (q > 0 and p / q >= u), but the quotient may be any f32 within
+  2 ulp of the exact p / q. The valid tier therefore draws every uniform outside the band of
+  APPROX_DIV_STEPS = 6 f32 steps either side of the correctly rounded f32(p / q) (a uniform drawn inside
+  it is moved to the first f64 above it; the edges just outside are drawn on purpose), where every such
+  division decides alike: the verdict stays byte exact. The hazard tier is the record's.""",
+        words="approximate f32 division", oracle=oracle.random, worked=approx_div_example,
+        valid=draw.random_approx_div_valid),
+}
+
+
 RANDOM = Stage(
     name="rejection.random",
     doc="rejection sampling of the non-greedy rows: accept while p/q >= u, the recovered token at the first reject",
@@ -205,6 +282,7 @@ float32 [T, V] of equal shape, uniforms not float64 [T].""",
     rows=draw.random_table,
     impls=kernels("rejection", "random"),
     launches={"triton": 1, "torch": 29},
+    dialects=RANDOM_DIALECTS,
 )
 
 

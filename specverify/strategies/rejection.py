@@ -257,6 +257,80 @@ def uniforms(draw, drafts: np.ndarray, t: Tables, stress: bool = False) -> np.nd
     return np.where(can & (rng.random(len(drafts)) < rate), beside, u)
 
 
+def strict_ties(drafts, t: Tables, q_range: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(where a tie of dialect `strict` can be planted, the f64 uniform u there with f32(f32(u) * q) == p
+    exactly in [0, 1]): f32(p / q) or the f32 next to it on either side, whichever ties first (u = 0
+    where p = 0). `q_range`: q in (0, 1] (`strict`); else any q >= 0 (`strict_q0`)."""
+    vocab = t.target.shape[1]
+    valid = (drafts >= 0) & (drafts < vocab)
+    safe, rows = np.where(valid, drafts, 0), np.arange(len(drafts))
+    p = t.target[rows, safe]
+    q = np.ones_like(p) if t.draft is None else t.draft[rows, safe]
+    with np.errstate(all="ignore"):
+        ratio = (p / np.where(q > 0, q, np.float32(1))).astype(np.float32)
+        tie = np.full(len(drafts), np.nan)
+        for u in (np.nextafter(ratio, np.float32(-np.inf)), np.nextafter(ratio, np.float32(np.inf)), ratio):
+            tie = np.where((u * q).astype(np.float32) == p, u.astype(np.float64), tie)   # f32 * f32
+    tie = np.where(p == 0, 0.0, tie)
+    in_range = (q > 0) & (q <= 1) if q_range else q >= 0
+    return valid & in_range & (tie >= 0) & (tie <= 1), np.nan_to_num(tie)
+
+
+@st.composite
+def strict_uniforms(draw, drafts: np.ndarray, t: Tables, stress: bool = False, q_range: bool = True) -> np.ndarray:
+    """f64 uniforms; at a drawn rate (always some when `stress`) at a tie of the strict test (see
+    `strict_ties`), one f64 step above it (the same f32 once rounded), or the f32 either side of it."""
+    rng = draw(generator())
+    u = rng.random(len(drafts))
+    rate = draw(st.sampled_from([0.0, 0.5, 1.0]))
+    rate = max(rate, 0.5) if stress else rate
+    label(f"uniforms: at the strict tie at rate {rate}")
+    can, tie = strict_ties(drafts, t, q_range)
+    tie32, side = tie.astype(np.float32), rng.integers(0, 4, len(drafts))
+    beside = np.select([side == 0, side == 1, side == 2],
+                       [tie, np.nextafter(tie, np.inf), np.nextafter(tie32, np.float32(np.inf)).astype(np.float64)],
+                       np.maximum(np.nextafter(tie32, np.float32(-np.inf)), 0).astype(np.float64))
+    return np.where(can & (rng.random(len(drafts)) < rate), beside, u)
+
+
+@st.composite
+def strict_q0_uniforms(draw, drafts: np.ndarray, t: Tables, stress: bool = False) -> np.ndarray:
+    """`strict_uniforms` for dialect `strict_q0` (ties also where q = 0 and p = 0)."""
+    return draw(strict_uniforms(drafts, t, stress, q_range=False))
+
+
+# f32 steps each side of the correctly rounded f32(p / q) that an approximate division may reach: CUDA's
+# div.full.f32 is documented within 2 ulp of the exact quotient; 6 steps cover that, the correct
+# rounding's half ulp and a binade edge (where the steps below are half as wide)
+APPROX_DIV_STEPS = 6
+
+
+def approx_div_band(drafts, t: Tables) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(where the ratio decides, the f64 bounds lo, hi of the band around f32(p / q) where a division
+    within 2 ulp may land on either side of u)."""
+    can, ratio = acceptance_ratios(drafts, t)
+    lo = hi = ratio.astype(np.float32)
+    for _ in range(APPROX_DIV_STEPS):
+        lo, hi = np.nextafter(lo, np.float32(-np.inf)), np.nextafter(hi, np.float32(np.inf))
+    return can, lo.astype(np.float64), hi.astype(np.float64)
+
+
+@st.composite
+def approx_div_uniforms(draw, drafts: np.ndarray, t: Tables, stress: bool = False) -> np.ndarray:
+    """f64 uniforms outside the band of `approx_div_band` (a uniform drawn inside it is moved to the
+    first f64 above it), and at a drawn rate (always some when `stress`) the first f64 outside either
+    edge: every verdict is then the same under any f32 division within 2 ulp."""
+    rng = draw(generator())
+    u = rng.random(len(drafts))
+    rate = draw(st.sampled_from([0.0, 0.5, 1.0]))
+    rate = max(rate, 0.5) if stress else rate
+    label(f"uniforms: at the edge of the approximate-division band at rate {rate}")
+    can, lo, hi = approx_div_band(drafts, t)
+    above, below = np.nextafter(hi, np.inf), np.nextafter(lo, -np.inf)
+    u = np.where(can & (rng.random(len(drafts)) < rate), np.where(rng.random(len(drafts)) < 0.5, above, below), u)
+    return np.where(can & (u >= lo) & (u <= hi), above, u)
+
+
 @st.composite
 def random_rows(draw, batch: int, stress: bool = False) -> np.ndarray:
     """is_greedy where it may not be None: every row greedy, none, or some."""
@@ -382,7 +456,9 @@ def recovered_table(ex: Example):
 # --- rejection.random --------------------------------------------------------------------------------
 
 @st.composite
-def random_valid(draw, ctx: DrawContext) -> Example:
+def random_valid(draw, ctx: DrawContext, uniforms_of=uniforms) -> Example:
+    """rejection.random's valid tier; `uniforms_of(drafts, tables, stress)` draws the uniforms (a
+    dialect's boundaries)."""
     kind = draw(mode())
     batch, vocab = draw(sized_batch(ctx, kind))
     rng = draw(generator())
@@ -399,11 +475,26 @@ def random_valid(draw, ctx: DrawContext) -> Example:
             "draft_probs": t.draft,
             "target_probs": t.target,
             "recovered_token_ids": recovered_ids(rng, batch.num_tokens, top),
-            "uniform_probs": draw(uniforms(drafts, t, kind == "stress")),
+            "uniform_probs": draw(uniforms_of(drafts, t, kind == "stress")),
             "is_greedy": draw(random_rows(batch.batch, kind == "stress")),
         },
         outputs={"output_token_ids": Buffer((batch.batch, batch.max_spec_len + 1), "int32")},
     )
+
+
+def random_strict_valid(ctx: DrawContext):
+    """Dialect `strict`'s valid tier: rejection.random's, its uniforms at the strict test's ties."""
+    return random_valid(ctx, strict_uniforms)
+
+
+def random_strict_q0_valid(ctx: DrawContext):
+    """Dialect `strict_q0`'s valid tier."""
+    return random_valid(ctx, strict_q0_uniforms)
+
+
+def random_approx_div_valid(ctx: DrawContext):
+    """Dialect `approx_div`'s valid tier: every uniform outside the approximate-division band."""
+    return random_valid(ctx, approx_div_uniforms)
 
 
 def random_hazard(ctx: DrawContext):

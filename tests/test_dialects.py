@@ -1,0 +1,195 @@
+"""Rule dialects: `rejection.random` judged by `strict`, `strict_q0` and `approx_div`.
+
+Our strict-tie kernels pass under their dialect and fail under the record's rule on a tie, and the
+record's kernels fail under `strict`; the dialects' draws reach their ties (and keep `approx_div`'s
+uniforms off the band); `show`, the reports, the CLI, the matrix and the sharded workers name the
+dialect. On CUDA, a Triton kernel written with `/` (tests/approx_div_kernel.py) conforms under
+`approx_div` and is caught without it.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, find, given, settings
+
+from specverify import backends, dialects, registry, session, shard
+from specverify.backends import BACKENDS, Target
+from specverify.checks import Outcome
+from specverify.cli import main
+from specverify.conformance import Run
+from specverify.contract import show_text
+from specverify.harness import Failure, oracle_outputs
+from specverify.oracles import rejection as oracle
+from specverify.pytest_plugin import stage_matrix
+from specverify.reports import markdown, to_json
+from specverify.stage import DrawContext
+from specverify.stages.rejection import approx_div_example, strict_example, strict_q0_example
+from specverify.strategies import rejection as draw
+
+RANDOM = registry.all_stages()["rejection.random"]
+SMALL = DrawContext(small=True)
+KERNELS = {"torch": "specverify.kernels.torch.rejection", "triton": "specverify.kernels.triton.rejection"}
+
+
+def ours(backend: str, function: str, dialect: str = "") -> Target:
+    """Our kernel `function` judged by `dialect`, in process on the CPU."""
+    return Target(dialects.judged(RANDOM, dialect), BACKENDS[backend], "cpu", f"{KERNELS[backend]}:{function}",
+                  dialect=dialect)
+
+
+def verdict(target: Target, example) -> str:
+    try:
+        session.verify_example(target, example)
+    except Failure as exc:
+        return exc.headline
+    return "passed"
+
+
+@pytest.mark.parametrize("backend", sorted(KERNELS))
+def test_strict_kernels_pass_strict_and_fail_the_record_on_a_tie(backend):
+    assert verdict(ours(backend, "random_strict", "strict"), strict_example()) == "passed"
+    assert "output_token_ids[0, 0]" in verdict(ours(backend, "random_strict"), strict_example())
+
+
+@pytest.mark.parametrize("backend", sorted(KERNELS))
+def test_record_kernels_fail_strict_on_a_tie(backend):
+    assert verdict(ours(backend, "random"), strict_example()) == "passed"
+    assert "output_token_ids[0, 0]" in verdict(ours(backend, "random", "strict"), strict_example())
+
+
+@pytest.mark.parametrize("backend", sorted(KERNELS))
+def test_strict_q0_kernels_accept_q_zero(backend):
+    assert verdict(ours(backend, "random_strict_q0", "strict_q0"), strict_q0_example()) == "passed"
+    assert "output_token_ids[0, 0]" in verdict(ours(backend, "random_strict", "strict_q0"), strict_q0_example())
+    assert "output_token_ids[0, 0]" in verdict(ours(backend, "random_strict_q0", "strict"), strict_q0_example())
+
+
+def differs(first, second, example) -> bool:
+    x = example.inputs
+    outs = []
+    for rule in (first, second):
+        out = np.full((len(x["cu_num_draft_tokens"]), x["max_spec_len"] + 1), -7, np.int32)
+        rule(**x, output_token_ids=out)
+        outs.append(out)
+    return not np.array_equal(*outs)
+
+
+@pytest.mark.parametrize("dialect,rule", [("strict", oracle.random_strict), ("strict_q0", oracle.random_strict_q0)])
+def test_dialect_draws_reach_its_ties(dialect, rule):
+    """Some valid draw of the dialect's tier is decided differently by the record's rule (a tie)."""
+    strategy = dialects.judged(RANDOM, dialect).valid(SMALL)
+    found = find(strategy, lambda ex: differs(oracle.random, rule, ex),
+                 settings=settings(max_examples=200, database=None, suppress_health_check=list(HealthCheck)))
+    assert found.tier == "valid"
+
+
+def test_strict_ties_are_exact_in_f32():
+    t = draw.Tables(np.array([[0.25, 0.3, 0.7]], np.float32).repeat(3, 0), np.array(
+        [[0.5, 0.9, 0.7]], np.float32).repeat(3, 0), np.ones((1, 3), np.float32))
+    can, tie = draw.strict_ties(np.array([0, 1, 2]), t)
+    assert can.all()
+    q, p = t.draft[0], t.target[0]
+    assert ((tie.astype(np.float32) * q).astype(np.float32) == p).all()
+
+
+@settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(dialects.judged(RANDOM, "approx_div").valid(SMALL))
+def test_approx_div_uniforms_stay_off_the_band(example):
+    x = example.inputs
+    t = draw.Tables(x["target_probs"], x["draft_probs"], np.ones((1, 1), np.float32))
+    can, lo, hi = draw.approx_div_band(x["draft_token_ids"], t)
+    u = x["uniform_probs"]
+    assert not (can & (u >= lo) & (u <= hi)).any()
+
+
+def test_approx_div_example_sits_just_outside_the_band():
+    x = approx_div_example().inputs
+    ratio = float(np.float32(0.5) / np.float32(0.625))
+    above, below = x["uniform_probs"]
+    assert below < ratio < above
+    out = oracle_outputs(dialects.judged(RANDOM, "approx_div"), approx_div_example())["output_token_ids"]
+    assert out[0, 0] == 3 and out[1].tolist() == [1, 3]     # rejected; accepted, then the bonus
+
+
+def test_show_prints_every_dialect_with_its_worked_example():
+    text = show_text([RANDOM])
+    for name in ("strict", "strict_q0", "approx_div"):
+        assert f"### Dialect `{name}`" in text
+    strict = text.split("### Dialect `strict`")[1].split("### Dialect")[0]
+    assert "f32(f32(u) * q) < p" in strict and "[2, -, -]" in strict    # the tie rejected, by its own oracle
+    assert "approximate f32 division" in text
+
+
+def test_target_and_matrix_carry_the_dialect():
+    target = backends.target(RANDOM, "torch", "cpu", dialect="strict")
+    assert target.dialect == "strict" and target.source.endswith(":random_strict")
+    assert target.stage.oracle is oracle.random_strict
+    rows = {(s.dialect, b, d) for s, b, d, _ in backends.matrix([RANDOM], ["torch"], ["cpu"])}
+    assert rows == {("", "torch", "cpu"), ("strict", "torch", "cpu"), ("strict_q0", "torch", "cpu")}
+    only = backends.matrix([RANDOM], ["triton"], ["cpu"], "strict")
+    assert [(s.dialect, b) for s, b, _, _ in only] == [("strict", "triton")]
+    ids = {p.id for p in stage_matrix()}
+    assert "rejection.random:strict-torch-cpu-valid" in ids and not any("approx_div" in i for i in ids)
+    assert dialects.resolve("rejection.random:strict_q0", registry.all_stages()).oracle is oracle.random_strict_q0
+    with pytest.raises(dialects.UnknownDialect, match="its dialects are strict, strict_q0, approx_div"):
+        backends.target(RANDOM, "torch", "cpu", dialect="bogus")
+
+
+def test_a_sharded_worker_rebuilds_the_dialect():
+    rebuilt = shard.rebuild(shard.describe(backends.target(RANDOM, "triton", "cpu", dialect="strict")))
+    assert rebuilt.dialect == "strict" and rebuilt.stage.oracle is oracle.random_strict
+
+
+def test_reports_name_the_dialect():
+    source = f"{KERNELS['torch']}:random_strict"
+    run = Run([Outcome("rejection.random", "torch", "cpu", "valid", examples=3, source=source, dialect="strict"),
+               Outcome("rejection.random", "torch", "cpu", "valid", examples=3, source=source)],
+              profile="ci", seed=0, device="cpu")
+    data = json.loads(json.dumps(to_json(run)))
+    assert sorted(v["dialect"] for v in data["verdicts"]) == ["", "strict"]
+    assert [o["dialect"] for o in data["outcomes"]] == ["strict", ""]
+    assert "under dialect strict (ties reject: f32(u * q) < p)" in markdown(run)
+
+
+def test_an_unknown_dialect_is_one_usage_line(capsys):
+    assert main(["check", "--stage", "rejection.random", "--dialect", "bogus"]) == 2
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == ["specverify check: error: dialect 'bogus': rejection.random has no such dialect (its dialects "
+                   "are strict, strict_q0, approx_div; '' is the record's rule)"]
+    assert main(["check", "--stage", "rejection.greedy", "--dialect", "strict"]) == 2
+    assert "rejection.greedy has no such dialect (it has no dialects" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="approximate division happens on CUDA only")
+def test_approximate_division_conforms_under_approx_div_and_is_caught_without():
+    """tests/approx_div_kernel.py writes p / q with Triton's `/` (div.full.f32 on CUDA)."""
+    from tests.approx_div_kernel import random as approximate
+
+    plan = session.RunPlan.build("ci", examples=400, checks=("valid",), keep_findings=False, isolate=False)
+
+    def outcome(dialect: str) -> Outcome:
+        target = Target(dialects.judged(RANDOM, dialect), BACKENDS["triton"], "cuda",
+                        "tests.approx_div_kernel:random", approximate, dialect=dialect)
+        [found] = session.run([target], plan)
+        return found
+
+    assert outcome("approx_div").status == "passed"
+    assert outcome("").status == "failed"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter's exact division: CPU only")
+def test_the_approximate_kernel_differs_only_in_its_division():
+    """Under the Triton interpreter `/` divides exactly, so the fixture conforms to the record's rule on
+    its worked examples (on CUDA only the division changes)."""
+    from tests.approx_div_kernel import random as approximate
+
+    for example in (RANDOM.worked(), approx_div_example()):
+        target = Target(RANDOM, BACKENDS["triton"], "cpu", "tests.approx_div_kernel:random", approximate)
+        assert verdict(target, example) == "passed"
+
+
+def test_reports_say_approximate_f32_division():
+    assert dialects.words(RANDOM, "approx_div") == "dialect approx_div (approximate f32 division)"
