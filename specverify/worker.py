@@ -445,6 +445,8 @@ class Isolated:
                                                          str(error[3])[-4000:])
             if error is not None and error.kind not in ("raised", "exit", "timeout"):
                 raise ValueError("unknown error kind")
+            if error is not None and "MemoryError" in error.types and self.memory and self.device == "cpu":
+                error.text = f"{error.text} (past the worker's memory limit: --memory {self.memory >> 20}M)"
             values = {k: decode(v) for k, v in header["values"].items()}
             returned = decode(header["returned"])
             measures = header["measures"]

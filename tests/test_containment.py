@@ -80,7 +80,7 @@ HOSTILE = {
     "eagle.extend_queries": ("answers_deep_json", "answered out of protocol"),
     "eagle.step_slot_mapping": ("returns_a_huge_list", "it returned a Opaque"),
     "graph.step_context": ("prints_a_huge_line_then_exits", "exited with status 1"),
-    "stop.spec_stopping": ("hogs_memory", "MemoryError"),
+    "stop.spec_stopping": ("hogs_memory", "MemoryError:  (past the worker's memory limit: --memory 4096M)"),
 }
 
 
