@@ -62,6 +62,8 @@ class Outcome:
     replays: list[Replay] = field(default_factory=list)    # corpus check: every case it found
     notes: list[str] = field(default_factory=list)         # one line each: damaged corpus files, ...
     waiver: str = ""                   # the waiver that covered this outcome ("xfailed" or "waived")
+    domain: list[str] = field(default_factory=list)   # the target's declared restrictions, each with its reason
+    domain_summary: str = ""           # the same without reasons, on one line ("" for the whole contract)
 
     @property
     def case_ids(self) -> list[str]:
@@ -134,9 +136,15 @@ def _has(tier: str) -> Callable[[Target], str | None]:
     return applies
 
 
+def validates(target: Target) -> bool:
+    """Whether the target refuses invalid arguments: our backends, and outside implementations whose
+    declaration says `validates`."""
+    return target.backend.validates or bool(getattr(target.domain, "validates", False))
+
+
 def _validates(target: Target) -> str | None:
-    if not target.backend.validates:
-        return "outside implementations need not validate their arguments"
+    if not validates(target):
+        return "outside implementations need not validate their arguments (unless they declare `validates`)"
     return None
 
 

@@ -54,6 +54,8 @@ class Verdict:
     device: str
     source: str
     levels: list[Level]
+    domain: list[str] = field(default_factory=list)   # declared restrictions with their reasons ([]: whole contract)
+    domain_summary: str = ""
 
     @property
     def summary(self) -> str:
@@ -69,10 +71,14 @@ class Verdict:
         waived = [lv.name for lv in self.levels if lv.state in ("failed as expected", "not launched")]
         if contract == "failed as expected":
             return "does not conform (waived)"
-        return f"conforms (waived: {', '.join(waived)})" if waived else "conforms"
+        if waived:
+            return f"conforms (waived: {', '.join(waived)})"
+        return f"conforms within its declared domain: {self.domain_summary}" if self.domain_summary else "conforms"
 
     def line(self) -> str:
-        return f"{self.stage} ({self.source} on {self.device}): {self.summary}. " + \
+        within = f" Checked within its declared domain: {self.domain_summary}." \
+            if self.domain_summary and "declared domain" not in self.summary else ""
+        return f"{self.stage} ({self.source} on {self.device}): {self.summary}.{within} " + \
             "; ".join(lv.text() for lv in self.levels)
 
 
@@ -140,7 +146,8 @@ def verdicts(outcomes: list[Outcome]) -> list[Verdict]:
     for (stage, backend, device, source), group in by_target.items():
         target = Target(stages[stage], BACKENDS[backend], device, source)
         names = [c for c in CHECKS if c != "corpus"]
-        found.append(Verdict(stage, backend, device, source, [level_of(group, c, target) for c in names]))
+        found.append(Verdict(stage, backend, device, source, [level_of(group, c, target) for c in names],
+                             group[0].domain, group[0].domain_summary))
     return found
 
 

@@ -63,7 +63,7 @@ def outcome_json(o) -> dict:
             "seconds": round(o.seconds, 3), "kind": o.kind, "headline": o.headline, "report": o.report,
             "case": str(o.case) if o.case else None, "coverage": dict(o.coverage), "measures": o.measures,
             "timing": o.timing, "worker": o.worker, "waiver": o.waiver,
-            "notes": o.notes, "failures": failures(o),
+            "notes": o.notes, "failures": failures(o), "domain": o.domain,
             "replays": [{"case": r.case_id, "path": str(r.path), "tier": r.tier, "origin": r.origin,
                          "status": r.status, "waiver": r.waiver} for r in o.replays]}
 
@@ -96,7 +96,8 @@ def to_json(run: Run) -> dict[str, Any]:
             "versions": env.versions(), "machine": machine(run.device), "cases_dir": run.cases_dir,
             "oracles": oracles(run), "implementations": implementations(run), "vendor": vendor,
             "verdicts": [{"stage": v.stage, "backend": v.backend, "device": v.device, "source": v.source,
-                          "summary": v.summary, "levels": [vars(lv) for lv in v.levels]} for v in verdicts(run.outcomes)],
+                          "summary": v.summary, "domain": v.domain, "levels": [vars(lv) for lv in v.levels]}
+                         for v in verdicts(run.outcomes)],
             "outcomes": [outcome_json(o) for o in run.outcomes], "waivers": waivers, "totals": totals(run)}
 
 
@@ -178,6 +179,12 @@ def markdown(run: Run) -> str:
                                                                                             "arguments")])
     lines += table(["stage", "implementation", "device", "verdict", "contract", "robustness", "arguments"], rows)
     lines += [""] + [f"- {line}." for line in not_asked(found)]
+    declared = [(v, text) for v in found for text in v.domain]
+    if declared:
+        lines += ["", "## Declared domains", "",
+                  "Each verdict above holds within the domain its implementation declares (the search draws "
+                  "only inside it; corpus cases outside it are not replayed):", ""]
+        lines += [f"- `{v.stage}` (`{v.source}`): {cell(text)}" for v, text in declared]
     if run.vendor is not None:
         lines += ["", f"**Not implemented** ({len(run.not_implemented)} of {len(registry.all_stages())} stages): "
                   + (", ".join(f"`{s}`" for s in run.not_implemented) or "none") + "."]

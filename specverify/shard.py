@@ -107,21 +107,23 @@ class Forward(Listener):
         _events.put(("progress", _lane.name, done))
 
 
-def describe(target: Target) -> tuple[str, str, str, str]:
+def describe(target: Target) -> tuple:
     """What a worker rebuilds a target from (a function handed over directly cannot travel)."""
     if target.impl is not None and target.backend.name != "oracle":
         raise DevicesError(f"{target.label}: a function handed over directly cannot run in a worker; "
                            f"name it by import path")
-    return target.stage.name, target.backend.name, target.device, target.source
+    return target.stage.name, target.backend.name, target.device, target.source, target.dialect, target.domain
 
 
-def rebuild(spec: tuple[str, str, str, str]) -> Target:
+def rebuild(spec: tuple) -> Target:
+    """The target `describe` described (its dialect and declared domain, a picklable Domain, travel too)."""
     from specverify import backends, registry
 
-    stage, backend, device, source = spec
+    stage, backend, device, source, dialect, domain = spec
     if backend == "oracle":
         return backends.target(registry.all_stages()[stage], backend, device)
-    return Target(registry.all_stages()[stage], backends.BACKENDS[backend], device, source)
+    return Target(registry.all_stages()[stage], backends.BACKENDS[backend], device, source,
+                  dialect=dialect, domain=domain)
 
 
 def work(index: int, spec: tuple, plan: RunPlan, only: set[str], lane_name: str | None = None,

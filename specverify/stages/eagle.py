@@ -493,6 +493,7 @@ def step_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
 
 STEP_SLOT_MAPPING = Stage(
     name="eagle.step_slot_mapping",
+    bounded={"B": None},   # B counts block-table rows (the batch plus graph padding rows), not drawn as a batch
     doc="one drafting step: next positions (clamped past max_model_len), their KV slots, longer sequences",
     inputs=(
         I("positions", IDX, "B", doc="each request's current position"),

@@ -1,0 +1,173 @@
+"""Declared domains: a declaration checked against the stage's record, drawing within it (every tier and the
+corpus), the domain in every report, and `validates` asking the invalid tier of an outside implementation."""
+import json
+import pickle
+from dataclasses import replace
+
+import pytest
+from hypothesis import find, given, settings
+
+from specverify import cases, domain, registry, shard
+from specverify.backends import target
+from specverify.cli import main
+from specverify.domain import DomainError
+from specverify.search import tier_strategy
+from specverify.stage import DrawContext
+
+STAGES = registry.all_stages()
+NEXT = STAGES["eagle.next_token_padded"]
+ROWS = {"fields": {"sampled_token_ids": {"layout": "rows", "reason": "the caller passes a contiguous [B, K+1]"}}}
+
+
+def check(tmp_path, capsys, function, *extra):
+    report = tmp_path / "report.json"
+    status = main(["check", "--stage", "eagle.next_token_padded", "--impl", f"tests.domain_kernels:{function}",
+                   "--device", "cpu", "--examples", "25", "--findings", str(tmp_path / "findings"),
+                   "--json", str(report), "--markdown", str(tmp_path / "report.md"), *extra])
+    return status, json.loads(report.read_text()) if report.exists() else None, capsys.readouterr().out
+
+
+def declare(tmp_path, text):
+    path = tmp_path / "declare.toml"
+    path.write_text(text)
+    return ["--declare", str(path)]
+
+
+ROWS_TOML = """
+[domain.fields.sampled_token_ids]
+layout = "rows"
+reason = "vLLM's caller passes a contiguous [B, K+1] tensor"
+"""
+
+
+def test_a_unit_column_kernel_fails_on_the_whole_contract_naming_the_field(tmp_path, capsys):
+    status, report, out = check(tmp_path, capsys, "next_token_unit_columns", "--check", "valid")
+    assert status == 1
+    assert "sampled_token_ids" in out and "does not conform" in out
+    assert report["verdicts"][0]["domain"] == []
+
+
+def test_a_unit_column_kernel_conforms_within_its_declared_rows_layout(tmp_path, capsys):
+    status, report, out = check(tmp_path, capsys, "next_token_unit_columns", "--check", "valid",
+                                *declare(tmp_path, ROWS_TOML))
+    assert status == 0, out
+    assert "conforms within its declared domain: `sampled_token_ids` unit column step" in out
+    assert report["verdicts"][0]["domain"] == [
+        "`sampled_token_ids` unit column step (vLLM's caller passes a contiguous [B, K+1] tensor)"]
+    markdown = (tmp_path / "report.md").read_text()
+    assert "## Declared domains" in markdown and "vLLM's caller passes" in markdown
+
+
+@pytest.mark.parametrize("text,words", [
+    ('[domain.fields.no_such]\nlayout = "rows"\nreason = "x"', "the record has no field 'no_such'"),
+    ('[domain.fields.sampled_token_ids]\nlayout = "diagonal"\nreason = "x"', "unknown layout 'diagonal'"),
+    ('[domain.fields.sampled_token_ids]\nlayout = "any"\nreason = "x"', "restricts nothing"),
+    ('[domain.fields.discard_mask]\nlayout = "rows"\nreason = "x"', "discard_mask is never strided"),
+    ('[domain.fields.sampled_token_ids]\nlayout = "rows"', "needs its reason"),
+    ('[domain.bounds]\n"Q <= 8" = "x"', "Q is not a name this stage's draws can bound"),
+    ('[domain.bounds]\n"vocab_size >= 0" = "x"', "widens the contract"),
+    ('[domain.bounds]\n"B <= 0" = "x"', "leave no call"),
+    ('[domain.bounds]\n"B <= two" = "x"', "no names"),
+    ('[domain]\nshapes = 1', "unknown domain key 'shapes'"),
+    ('validates = "yes"', "validates must be true or false"),
+    ('impl = "a:b"', "'impl' is given by --impl"),
+    ('[domain', "not valid TOML"),
+])
+def test_a_declaration_the_record_does_not_allow_is_one_usage_line(tmp_path, capsys, text, words):
+    status, _, out = check(tmp_path, capsys, "next_token_refusing", *declare(tmp_path, text))
+    assert status == 2
+    lines = out.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0] and "Traceback" not in out, out
+
+
+def test_declare_needs_an_impl(tmp_path, capsys):
+    assert main(["check", "--stage", "eagle.next_token_padded", *declare(tmp_path, ROWS_TOML)]) == 2
+    assert "--declare describes an --impl" in capsys.readouterr().out
+
+
+def bounds_of(stage):
+    return {name: 8 if name != "pad_query_len" else None for name in stage.bounds}
+
+
+@pytest.mark.parametrize("name", sorted(STAGES))
+def test_a_declared_bound_is_honoured_by_every_tier(name):
+    """B <= 8 (and every other bound the record allows) holds in every drawn example of every tier; in the
+    invalid tier, outside the field the example breaks."""
+    stage = STAGES[name]
+    declared = {"bounds": {(f"{n} <= 8" if n != "pad_query_len" else f"{n} >= 1"): "the engine's scheduler"
+                           for n in stage.bounds},
+                "fields": {f.name: {"layout": "rows", "reason": "contiguous rows"}
+                           for f in stage.inputs + stage.outputs if f.strided}}
+    if not declared["bounds"] and not declared["fields"]:
+        pytest.skip("nothing to declare")
+    dom = domain.parse(stage, declared, "test")
+    chosen = replace(target(stage, "oracle", "cpu"), domain=dom)
+    for tier in ("valid", "hazard", "invalid"):
+        if tier != "invalid" and stage.strategy(tier) is None:
+            continue
+
+        @settings(max_examples=15, database=None, deadline=None)
+        @given(tier_strategy(chosen, tier))
+        def drawn(example):
+            outside = dom.outside(stage, example)
+            if tier == "invalid":   # an invalid example may break a bound itself (a length, B <= capacity)
+                outside = [o for o in outside if not o.startswith("`") or "<=" not in o and ">=" not in o]
+            assert not outside, (tier, outside, example)
+        drawn()
+
+
+def test_a_bound_is_honoured_by_the_corpus_check(tmp_path, capsys):
+    """Cases outside the declared domain are counted, not replayed."""
+    stage = STAGES["rejection.expand"]
+    small = find(stage.valid(DrawContext(small=True)), lambda e: len(e.inputs["cu_num_tokens"]) == 1)
+    large = find(stage.valid(DrawContext(small=True)), lambda e: len(e.inputs["cu_num_tokens"]) > 3)
+    for example in (small, large):
+        cases.save(tmp_path / "cases", stage.name, example, {"failure": "a test case"})
+    report = tmp_path / "r.json"
+    run = ["check", "--stage", stage.name, "--impl", stage.impls["torch"], "--device", "cpu", "--check", "corpus",
+           "--cases", str(tmp_path / "cases"), "--json", str(report)]
+    assert main(run + declare(tmp_path, '[domain.bounds]\n"B <= 2" = "one request at a time"\n')) == 0
+    corpus = json.loads(report.read_text())["outcomes"][0]
+    assert len(corpus["replays"]) == 1
+    assert "1 case(s) outside the declared domain (`B <= 2`): not replayed" in corpus["notes"]
+    assert main(run) == 0
+    assert len(json.loads(report.read_text())["outcomes"][0]["replays"]) == 2
+    capsys.readouterr()
+
+
+def test_validates_asks_the_invalid_tier_and_catches_a_silent_kernel(tmp_path, capsys):
+    status, report, out = check(tmp_path, capsys, "next_token_silent", "--check", "invalid")
+    assert status == 3   # not asked of an outside implementation: nothing checked
+    status, report, out = check(tmp_path, capsys, "next_token_refusing", "--check", "invalid",
+                                *declare(tmp_path, "validates = true\n"))
+    assert status == 0, out
+    assert report["outcomes"][0]["examples"] > 0
+    status, report, out = check(tmp_path, capsys, "next_token_silent", "--check", "invalid",
+                                *declare(tmp_path, "validates = true\n"))
+    assert status == 1 and report["outcomes"][0]["status"] == "failed"
+
+
+def test_a_vendor_table_declares_a_domain_and_travels_to_workers():
+    from specverify import vendors
+    entry = vendors.entry("eagle.next_token_padded", {"impl": "tests.domain_kernels:next_token_refusing",
+                                                       "domain": ROWS, "validates": True})
+    assert entry["impl"] == "tests.domain_kernels:next_token_refusing"
+    declared = domain.declared(target(NEXT, "impl", "cpu", entry["impl"]),
+                               {k: v for k, v in entry.items() if k != "impl"}, "vendor acme")
+    assert declared.domain.validates and declared.domain.summary() == "`sampled_token_ids` unit column step"
+    again = shard.rebuild(pickle.loads(pickle.dumps(shard.describe(declared))))
+    assert again.domain == declared.domain
+    with pytest.raises(DomainError, match="unknown key 'dialekt'"):
+        domain.declared(target(NEXT, "impl", "cpu", entry["impl"]), {"dialekt": "x"}, "vendor acme")
+
+
+def test_a_vendor_declares_the_domain_in_its_mapping(tmp_path, capsys):
+    report = tmp_path / "r.json"
+    status = main(["check", "--vendor", "tests.domain_kernels", "--device", "cpu", "--examples", "20",
+                   "--check", "valid", "--json", str(report), "--findings", str(tmp_path / "f")])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "conforms within its declared domain: `sampled_token_ids` unit column step; `B <= 16`" in out
+    assert json.loads(report.read_text())["verdicts"][0]["domain"][1] == "`B <= 16` (the engine's max_num_seqs)"
+    assert main(["check", "--vendor", "tests.domain_kernels:NOT_JSON", "--device", "cpu"]) == 2
+    assert "must be JSON-safe data" in capsys.readouterr().out
