@@ -186,7 +186,8 @@ def declarable(stage: Stage) -> dict[str, dict]:
     declared; and the names it may bound, with the contract's own lowest value."""
     fields = {}
     for f in stage.inputs + stage.outputs:
-        fields[f.name] = {"layouts": LAYOUTS if f.strided else (), "optional": f.optional and f in stage.inputs}
+        fields[f.name] = {"layouts": LAYOUTS if f.strided else (),
+                          "optional": f.optional and f in stage.inputs and f.name not in stage.presence_follows}
     return {"fields": fields, "bounds": dict(stage.bounds)}
 
 
@@ -247,7 +248,8 @@ def field_restrictions(prefix: str, fields: dict, name: str, entry: object) -> l
         found.append(Restriction("layout", name, klass, reason))
     if "given" in entry:
         if not record["optional"]:
-            raise DomainError(f"{prefix}: {name} is not an optional input: 'given' does not apply")
+            raise DomainError(f"{prefix}: {name} is not an optional input whose presence a domain may fix: "
+                              f"'given' does not apply")
         if not isinstance(entry["given"], bool):
             raise DomainError(f"{prefix}: {name}: given must be true or false")
         if entry["given"]:

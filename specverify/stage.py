@@ -198,6 +198,8 @@ class Stage:
     # symbol or an int scalar this stage's strategies draw within `DrawContext.limits`, with the contract's
     # lowest value of it; None: a default name this stage's strategies do not draw through the blocks
     bounded: Mapping[str, int | None] = field(default_factory=dict)
+    # optional inputs whose presence follows from other inputs: a declared domain cannot make them always None
+    presence_follows: tuple[str, ...] = ()
 
     @property
     def family(self) -> str:

@@ -171,3 +171,26 @@ def test_a_vendor_declares_the_domain_in_its_mapping(tmp_path, capsys):
     assert json.loads(report.read_text())["verdicts"][0]["domain"][1] == "`B <= 16` (the engine's max_num_seqs)"
     assert main(["check", "--vendor", "tests.domain_kernels:NOT_JSON", "--device", "cpu"]) == 2
     assert "must be JSON-safe data" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name,field", [(s.name, f.name) for s in STAGES.values() for f in s.inputs
+                                        if domain.declarable(s)["fields"][f.name]["optional"]])
+def test_an_optional_input_declared_absent_is_never_drawn_and_the_draws_stay_valid(name, field):
+    from specverify import harness
+    stage = STAGES[name]
+    dom = domain.parse(stage, {"fields": {field: {"given": False, "reason": "the engine never passes it"}}}, "t")
+    chosen = replace(target(stage, "oracle", "cpu"), domain=dom)
+
+    @settings(max_examples=15, database=None, deadline=None)
+    @given(tier_strategy(chosen, "valid"))
+    def drawn(example):
+        assert example.inputs[field] is None
+        harness.expect(stage, example)   # the oracle accepts it: still a valid call
+    drawn()
+
+
+def test_an_optional_input_whose_presence_follows_from_others_cannot_be_declared_absent():
+    with pytest.raises(DomainError, match="inv_q is not an optional input whose presence a domain may fix"):
+        domain.parse(STAGES["rejection.sample"], {"fields": {"inv_q": {"given": False, "reason": "x"}}}, "t")
+    with pytest.raises(DomainError, match="'given = true' cannot be drawn"):
+        domain.parse(STAGES["rejection.random"], {"fields": {"draft_probs": {"given": True, "reason": "x"}}}, "t")

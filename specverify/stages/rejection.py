@@ -373,6 +373,7 @@ def sample_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
 
 SAMPLE = Stage(
     name="rejection.sample",
+    presence_follows=("uniform_probs", "inv_q"),   # given exactly when is_greedy is
     doc="the whole verification step: greedy rows against the argmax, the others by rejection sampling",
     inputs=(
         I("draft_token_ids", "int32", "T", doc=DRAFTS),
@@ -533,6 +534,7 @@ def sample_padded_bench(batch: int, vocab: int, rng: np.random.Generator) -> Exa
 
 SAMPLE_PADDED = Stage(
     name="rejection.sample_padded",
+    presence_follows=("uniform_probs", "inv_q"),   # given exactly when is_greedy is
     doc="rejection.sample on the padded [B, K] layout; every row written in full",
     inputs=(
         I("draft_token_ids", "int64", "B, K", strided=True, doc="K drafts per request; -1 and ids >= V allowed"),
