@@ -64,6 +64,7 @@ class Outcome:
     waiver: str = ""                   # the waiver that covered this outcome ("xfailed" or "waived")
     domain: list[str] = field(default_factory=list)   # the target's declared restrictions, each with its reason
     domain_summary: str = ""           # the same without reasons, on one line ("" for the whole contract)
+    outside: list[dict] = field(default_factory=list)  # valid check: information draws outside each restriction
 
     @property
     def case_ids(self) -> list[str]:
@@ -125,7 +126,13 @@ def tier_check(tier: str, doc: str, order: int, applies: Callable[[Target], str 
     def run(target: Target, ctx: Context) -> Outcome:
         from specverify.search import search, verify_tier
 
-        return search(target, tier, tier, ctx.profile.count(tier, ctx.examples), verify_tier, ctx)
+        outcome = search(target, tier, tier, ctx.profile.count(tier, ctx.examples), verify_tier, ctx)
+        if tier == "valid" and target.domain is not None and target.domain.restrictions:
+            from specverify import outside
+
+            outcome.outside = outside.explore(target, ctx)
+            outcome.notes += outside.notes(outcome.outside)
+        return outcome
 
     return Check(tier, doc, order, applies, run, lambda target, profile, examples: profile.count(tier, examples))
 

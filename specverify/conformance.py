@@ -56,6 +56,12 @@ class Verdict:
     levels: list[Level]
     domain: list[str] = field(default_factory=list)   # declared restrictions with their reasons ([]: whole contract)
     domain_summary: str = ""
+    outside: list[dict] = field(default_factory=list)  # per restriction: its information draws (specverify.outside)
+
+    @property
+    def unneeded(self) -> list[str]:
+        """Restrictions whose excluded draws were judged and all passed."""
+        return [r["restriction"] for r in self.outside if r["judged"] and not r["failed"]]
 
     @property
     def summary(self) -> str:
@@ -78,7 +84,8 @@ class Verdict:
     def line(self) -> str:
         within = f" Checked within its declared domain: {self.domain_summary}." \
             if self.domain_summary and "declared domain" not in self.summary else ""
-        return f"{self.stage} ({self.source} on {self.device}): {self.summary}.{within} " + \
+        unneeded = f" Not needed, its excluded draws pass: {'; '.join(self.unneeded)}." if self.unneeded else ""
+        return f"{self.stage} ({self.source} on {self.device}): {self.summary}.{within}{unneeded} " + \
             "; ".join(lv.text() for lv in self.levels)
 
 
@@ -146,8 +153,9 @@ def verdicts(outcomes: list[Outcome]) -> list[Verdict]:
     for (stage, backend, device, source), group in by_target.items():
         target = Target(stages[stage], BACKENDS[backend], device, source)
         names = [c for c in CHECKS if c != "corpus"]
+        valid = next((o for o in group if o.check == "valid"), group[0])
         found.append(Verdict(stage, backend, device, source, [level_of(group, c, target) for c in names],
-                             group[0].domain, group[0].domain_summary))
+                             group[0].domain, group[0].domain_summary, valid.outside))
     return found
 
 

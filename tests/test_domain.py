@@ -194,3 +194,23 @@ def test_an_optional_input_whose_presence_follows_from_others_cannot_be_declared
         domain.parse(STAGES["rejection.sample"], {"fields": {"inv_q": {"given": False, "reason": "x"}}}, "t")
     with pytest.raises(DomainError, match="'given = true' cannot be drawn"):
         domain.parse(STAGES["rejection.random"], {"fields": {"draft_probs": {"given": True, "reason": "x"}}}, "t")
+
+
+def test_information_draws_say_what_happens_outside_the_domain(tmp_path, capsys):
+    status, report, out = check(tmp_path, capsys, "next_token_unit_columns", "--check", "valid",
+                                *declare(tmp_path, ROWS_TOML))
+    assert status == 0
+    [outside] = report["verdicts"][0]["outside"]
+    assert outside["restriction"] == "`sampled_token_ids` unit column step" and outside["judged"] > 0
+    assert "sampled_token_ids" in outside["failed"], outside
+    assert report["verdicts"][0]["unneeded"] == []
+    assert "outside the domain (`sampled_token_ids` unit column step): " in (tmp_path / "report.md").read_text()
+
+
+def test_a_restriction_whose_excluded_draws_all_pass_is_reported_unneeded(tmp_path, capsys):
+    status, report, out = check(tmp_path, capsys, "next_token_refusing", "--check", "valid",
+                                *declare(tmp_path, ROWS_TOML))
+    assert status == 0   # information only: the exit status is unchanged
+    assert report["verdicts"][0]["unneeded"] == ["`sampled_token_ids` unit column step"]
+    assert "Not needed, its excluded draws pass: `sampled_token_ids` unit column step" in out
+    assert "the restriction looks unneeded" in (tmp_path / "report.md").read_text()
