@@ -32,3 +32,11 @@ IMPLEMENTATIONS = {"eagle.next_token_padded": {
     "domain": {"fields": {"sampled_token_ids": {"layout": "rows", "reason": "the engine passes contiguous rows"}},
                "bounds": {"B <= 16": "the engine's max_num_seqs"}}}}
 NOT_JSON = {"eagle.next_token_padded": {"impl": "tests.domain_kernels:next_token_refusing", "domain": {1, 2}}}
+
+
+def recovered_without_hint(**kw):
+    """`rejection.recovered` that declares `validates` yet never looks at its `max_spec_len` hint."""
+    from specverify.kernels.torch.rejection import recovered
+
+    kw.pop("max_spec_len")
+    recovered(**kw)

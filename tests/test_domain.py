@@ -214,3 +214,33 @@ def test_a_restriction_whose_excluded_draws_all_pass_is_reported_unneeded(tmp_pa
     assert report["verdicts"][0]["unneeded"] == ["`sampled_token_ids` unit column step"]
     assert "Not needed, its excluded draws pass: `sampled_token_ids` unit column step" in out
     assert "the restriction looks unneeded" in (tmp_path / "report.md").read_text()
+
+
+@pytest.mark.parametrize("name,hint", [("rejection.recovered", "max_spec_len"),
+                                       ("eagle.copy_and_expand_inputs", "max_query_len")])
+def test_a_host_hint_below_the_data_is_refused_naming_it_and_drawn_present_or_none(name, hint):
+    from specverify import harness
+    stage = STAGES[name]
+    example = stage.worked()
+    assert example.inputs[hint] is not None
+    harness.expect(stage, example)
+    with pytest.raises(harness.OracleError, match=f"ValueError: {hint}: a host hint must be at least"):
+        harness.oracle_outputs(stage, replace(example, inputs={**example.inputs, hint: example.inputs[hint] - 1}))
+    seen = set()
+
+    @settings(max_examples=30, database=None, deadline=None)
+    @given(stage.valid(DrawContext(small=True)))
+    def drawn(example):
+        seen.add(example.inputs[hint] is None)
+    drawn()
+    assert seen == {True, False}
+
+
+def test_the_invalid_tier_catches_a_validating_kernel_that_ignores_its_hint(tmp_path, capsys):
+    report = tmp_path / "r.json"
+    status = main(["check", "--stage", "rejection.recovered", "--impl", "tests.domain_kernels:recovered_without_hint",
+                   "--device", "cpu", "--examples", "40", "--check", "invalid", "--json", str(report),
+                   "--findings", str(tmp_path / "f"), *declare(tmp_path, "validates = true\n")])
+    outcome = json.loads(report.read_text())["outcomes"][0]
+    assert status == 1 and "max_spec_len" in outcome["headline"], outcome["headline"]
+    capsys.readouterr()

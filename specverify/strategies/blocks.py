@@ -156,6 +156,14 @@ def vocab_size(draw, ctx: DrawContext) -> int:
     return vocab
 
 
+@st.composite
+def host_hint(draw, name: str, largest: int) -> int | None:
+    """An optional host hint of a value the data holds (`largest`): None, the value itself, or above it."""
+    hint = draw(st.sampled_from([None, 0, 0, 1, 3]))
+    label(f"{name}: {'None' if hint is None else 'exact' if hint == 0 else 'above the data'}")
+    return None if hint is None else largest + hint
+
+
 SMALL_ARRAY = 8   # arrays up to this size get their values drawn one by one (they shrink to 0, 1, ...)
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from specverify.stage import BENCH_SPEC, Buffer, DrawContext, Example, Layout
 from specverify.strategies import rejection
 from specverify.strategies.blocks import (PLACEHOLDER, batch_size, bound, draft_batch, exclusive_offsets,
-                                          generator, inclusive_offsets, invalid, label, labelled_dtype,
+                                          generator, host_hint, inclusive_offsets, invalid, label, labelled_dtype,
                                           layout, mode, one_invalid, request_rows, short, vocab_size)
 
 INT32_MAX = 2**31 - 1
@@ -439,7 +439,8 @@ def copy_expand_valid(draw, ctx: DrawContext) -> Example:
                 "query_start_loc": qsl, "query_end_loc": ends.astype(qsl.dtype),
                 "padding_token_id": draw(st.sampled_from([0, PLACEHOLDER, vocab])),
                 "parallel_drafting_token_id": draw(st.sampled_from([vocab - 1, vocab, 0])),
-                "P": parallel, "shift_input_ids": shift},
+                "P": parallel, "shift_input_ids": shift,
+                "max_query_len": draw(host_hint("max_query_len", int(q.max(initial=0))))},
         outputs=buffers(out_input_ids=((size,), ids), out_positions=((size,), positions),
                         out_is_rejected_token_mask=((size,), "bool"), out_is_masked_token_mask=((size,), "bool"),
                         out_new_token_indices=((b * parallel,), "int32"),
@@ -464,7 +465,9 @@ def copy_expand_invalid(draw, ctx: DrawContext) -> Example:
     if b:
         qsl = x["query_start_loc"]
         found += [with_value(ex, "query_end_loc", b - 1, int(qsl[-1]), "qs <= qe < qn"),
-                  with_value(ex, "query_start_loc", b, len(x["target_token_ids"]) + 1, "last offset <= N")]
+                  with_value(ex, "query_start_loc", b, len(x["target_token_ids"]) + 1, "last offset <= N"),
+                  invalid(ex, "max_query_len", "the host hint >= the longest query",
+                          max_query_len=int(np.diff(qsl).max()) - 1)]
     return draw(one_invalid(found))
 
 
