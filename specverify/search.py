@@ -1,6 +1,7 @@
 """A Hypothesis search of one input tier for an example on which a target breaks its contract.
 
-The first failure is shrunk, written as a case file into the run's findings folder (`Context.findings_dir`,
+A target's declared domain (`specverify.domain`) is a parameter of what is drawn (`tier_strategy`), never
+a filter. The first failure is shrunk, written as a case file into the run's findings folder (`Context.findings_dir`,
 never the suite's corpus) and reported with its replay command. A target whose time is up stops the
 search (`Abandon` passes through Hypothesis); the smallest failure seen is kept.
 """

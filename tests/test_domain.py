@@ -44,6 +44,7 @@ def test_a_unit_column_kernel_fails_on_the_whole_contract_naming_the_field(tmp_p
     status, report, out = check(tmp_path, capsys, "next_token_unit_columns", "--check", "valid")
     assert status == 1
     assert "sampled_token_ids" in out and "does not conform" in out
+    assert "strides (elements): sampled_token_ids" in out   # the failing layout is named
     assert report["verdicts"][0]["domain"] == []
 
 
