@@ -5,18 +5,19 @@ data, checked against the stage's record by `parse`:
 
     {"fields": {"sampled_token_ids": {"layout": "rows", "reason": "..."},
                 "draft_probs": {"given": false, "reason": "..."}},
-     "bounds": {"B <= 8": "...", "pad_query_len >= 1": "..."}}
+     "bounds": {"B <= 8": "...", "pad_query_len >= 1": "..."},
+     "excludes": {"discarded_rows": "..."}}
 
 What may be declared comes from the record (`declarable`): a layout class for a field that may be strided
 (`contiguous`; `rows`, rows strided with unit column step), `given = false` (always None) for an optional
 input, and a bound on a name in `Stage.bounds`
 (a shape symbol or an int scalar its strategies draw within the context's limits) by an integer
-expression. Every restriction carries its reason (the engine's call site that guarantees it). A name the
+expression, and an input class in `Stage.classes` the implementation never receives. Every restriction carries its reason (the engine's call site that guarantees it). A name the
 record lacks, a value it does not allow, a bound that widens the contract or leaves it as it is, or a
 restriction without a reason is a DomainError (one line, exit status 2).
 
 The domain is a parameter of drawing: `project` maps every drawn example onto its layouts and optional
-inputs (values unchanged), and the strategies' shared blocks read the bounds from `DrawContext`.
+inputs (values unchanged), and the strategies read the bounds and the excluded classes from `DrawContext`.
 `outside` says why a stored case lies outside the domain (the corpus check counts it, not replays it).
 """
 from __future__ import annotations
@@ -46,7 +47,7 @@ BOUND = re.compile(r"^\s*([A-Za-z_]\w*)\s*(<=|<|>=|>)\s*(.+?)\s*$")
 ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
               ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow}
 FIELD_KEYS = {"layout", "given", "reason"}
-TOP_KEYS = {"fields", "bounds"}
+TOP_KEYS = {"fields", "bounds", "excludes"}
 DECLARATION_KEYS = ("impl", "domain", "dialect", "validates")
 MAX_DECLARATION = 1 << 16     # bytes of a --declare file
 
@@ -57,9 +58,9 @@ class DomainError(LookupError):
 
 @dataclass(frozen=True)
 class Restriction:
-    kind: str          # "layout", "given", "bound"
-    subject: str       # the field, or the bounded name
-    value: object      # layout class; bool (given); (low, high), None where unbounded
+    kind: str          # "layout", "given", "bound", "excludes"
+    subject: str       # the field, the bounded name, or the excluded input class
+    value: object      # layout class; bool (given); (low, high), None where unbounded; (field, kind) excluded
     reason: str        # the engine's call site that guarantees it
 
     @property
@@ -67,6 +68,8 @@ class Restriction:
         """The restriction without its reason: "`sampled_token_ids` unit column step", "`B <= 8`"."""
         if self.kind == "layout":
             return f"`{self.subject}` {LAYOUT_TEXT[str(self.value)]}"
+        if self.kind == "excludes":
+            return f"no `{self.subject}`"
         if self.kind == "given":
             return f"`{self.subject}` always given" if self.value else f"`{self.subject}` always None"
         low, high = self.value
@@ -141,6 +144,9 @@ class Domain:
             elif r.kind == "given":
                 if (value is not None) != r.value:
                     found.append(r.short)
+            elif r.kind == "excludes":
+                if in_class(example, sizes, *r.value):
+                    found.append(r.short)
             else:
                 drawn = sizes.get(name, value if isinstance(value, int) else None)
                 low, high = r.value
@@ -160,6 +166,18 @@ def narrowed(layout: Layout | None, klass: str) -> Layout | None:
     if all(s == 1 for s in step) and not any(layout.pad[1:]):
         return None
     return Layout(step, layout.pad, None)
+
+
+def in_class(example: Example, sizes: dict[str, int], name: str, kind: str) -> bool:
+    """Whether input `name` of `example` holds a member of an input class of `kind` ("oov": a value
+    >= V; "true": a True entry)."""
+    values = example.inputs.get(name)
+    if not isinstance(values, np.ndarray) or not values.size or name == example.bad_field:
+        return False
+    if kind == "true":
+        return bool(values.any())
+    vocab = example.inputs.get("vocab_size", sizes.get("V"))
+    return isinstance(vocab, int) and bool((values >= vocab).any())
 
 
 def symbol_values(stage: Stage, example: Example) -> dict[str, int]:
@@ -188,7 +206,7 @@ def declarable(stage: Stage) -> dict[str, dict]:
     for f in stage.inputs + stage.outputs:
         fields[f.name] = {"layouts": LAYOUTS if f.strided else (),
                           "optional": f.optional and f in stage.inputs and f.name not in stage.presence_follows}
-    return {"fields": fields, "bounds": dict(stage.bounds)}
+    return {"fields": fields, "bounds": dict(stage.bounds), "classes": dict(stage.classes)}
 
 
 def parse(stage: Stage, declared: object, where: str) -> Domain:
@@ -199,7 +217,7 @@ def parse(stage: Stage, declared: object, where: str) -> Domain:
         raise DomainError(f"{prefix}: the domain must be a table, not {type(declared).__name__}")
     unknown = sorted(set(declared) - TOP_KEYS)
     if unknown:
-        raise DomainError(f"{prefix}: unknown domain key {unknown[0]!r} (known: fields, bounds)")
+        raise DomainError(f"{prefix}: unknown domain key {unknown[0]!r} (known: fields, bounds, excludes)")
     allowed = declarable(stage)
     found: list[Restriction] = []
     fields = declared.get("fields", {})
@@ -223,6 +241,15 @@ def parse(stage: Stage, declared: object, where: str) -> Domain:
             raise DomainError(f"{prefix}: bounds on {name} leave no call with {name} >= 1 "
                               f"(the contract allows {name} >= {contract_low})")
         found.append(Restriction("bound", name, (low, high), "; ".join(dict.fromkeys(reasons))))
+    excludes = declared.get("excludes", {})
+    if not isinstance(excludes, dict):
+        raise DomainError(f"{prefix}: domain.excludes must be a table of 'CLASS' = reason")
+    for klass, reason in excludes.items():
+        if klass not in allowed["classes"]:
+            raise DomainError(f"{prefix}: excludes {klass!r}: not an input class of this stage's record "
+                              f"({', '.join(allowed['classes']) or 'none'})")
+        found.append(Restriction("excludes", klass, tuple(allowed["classes"][klass]),
+                                 need_reason(f"{prefix}: excludes {klass!r}", reason)))
     return Domain(stage.name, tuple(found))
 
 

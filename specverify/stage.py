@@ -155,6 +155,10 @@ class DrawContext:
     small: bool = False     # the backend is slow (Triton interpreter): keep shapes small, with rare large ones
     domain: Any = None      # the target's declared domain (specverify.domain.Domain): bounds the blocks honour
 
+    def excludes(self, klass: str) -> bool:
+        """Whether the declared domain excludes the input class `klass` (a name in `Stage.classes`)."""
+        return self.domain is not None and self.domain.of("excludes", klass) is not None
+
     def limits(self, name: str, low: int, high: int) -> tuple[int, int]:
         """[low, high] for a drawn size or scalar `name`, narrowed to the declared domain's bound on it."""
         return (low, high) if self.domain is None else self.domain.limits(name, low, high)
@@ -200,6 +204,9 @@ class Stage:
     bounded: Mapping[str, int | None] = field(default_factory=dict)
     # optional inputs whose presence follows from other inputs: a declared domain cannot make them always None
     presence_follows: tuple[str, ...] = ()
+    # input classes a declared domain may exclude, each (field, kind) with kind "oov" (a value >= V, from the
+    # vocab_size input or the symbol V) or "true" (a True entry); its strategies draw none when excluded
+    classes: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def family(self) -> str:

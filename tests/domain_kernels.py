@@ -40,3 +40,9 @@ def recovered_without_hint(**kw):
 
     kw.pop("max_spec_len")
     recovered(**kw)
+
+
+def next_token_in_vocab_only(**kw):
+    """`eagle.next_token_padded` for an engine whose sampler never emits an id >= V: it never compares
+    ids with the vocabulary size, so an out-of-vocabulary id counts as valid."""
+    ours(**{**kw, "vocab_size": 2**31 - 1})

@@ -245,3 +245,31 @@ def test_the_invalid_tier_catches_a_validating_kernel_that_ignores_its_hint(tmp_
     outcome = json.loads(report.read_text())["outcomes"][0]
     assert status == 1 and "max_spec_len" in outcome["headline"], outcome["headline"]
     capsys.readouterr()
+
+
+NO_OOV = """
+[domain.excludes]
+oov_ids = "the engine's sampler draws from [0, V) only"
+"""
+
+
+def test_an_excluded_input_class_is_never_drawn_and_a_kernel_without_it_conforms(tmp_path, capsys):
+    stage = NEXT
+    dom = domain.parse(stage, {"excludes": {"oov_ids": "x", "discarded_rows": "y"}}, "t")
+    chosen = replace(target(stage, "oracle", "cpu"), domain=dom)
+
+    @settings(max_examples=40, database=None, deadline=None)
+    @given(tier_strategy(chosen, "valid"))
+    def drawn(example):
+        x = example.inputs
+        assert not (x["sampled_token_ids"] >= x["vocab_size"]).any() and not x["discard_mask"].any()
+    drawn()
+    assert check(tmp_path, capsys, "next_token_in_vocab_only", "--check", "valid")[0] == 1
+    status, report, out = check(tmp_path, capsys, "next_token_in_vocab_only", "--check", "valid",
+                                *declare(tmp_path, NO_OOV))
+    assert status == 0, out
+    assert "conforms within its declared domain: no `oov_ids`" in out
+    [outside] = report["verdicts"][0]["outside"]
+    assert outside["judged"] and outside["failed"], outside   # outside the domain it counts an OOV id as valid
+    with pytest.raises(DomainError, match="excludes 'oov_drafts': not an input class of this stage's record"):
+        domain.parse(stage, {"excludes": {"oov_drafts": "x"}}, "t")

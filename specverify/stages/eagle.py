@@ -49,6 +49,7 @@ def next_token_bench(batch: int, vocab: int, rng: np.random.Generator) -> Exampl
 
 NEXT_TOKEN_PADDED = Stage(
     name="eagle.next_token_padded",
+    classes={"oov_ids": ("sampled_token_ids", "oov"), "discarded_rows": ("discard_mask", "true")},
     doc="per row: the count of valid sampled ids and the last valid one (the backup when none or discarded)",
     inputs=(
         I("sampled_token_ids", "int32", "B, S", strided=True,

@@ -68,14 +68,14 @@ def with_value(ex: Example, name: str, index: int, value: int, rule: str) -> Exa
 # ---------------------------------------------------------------- eagle.next_token_padded
 
 @st.composite
-def sampled_rows(draw, batch: int, width: int, vocab: int, stress: bool = False) -> np.ndarray:
+def sampled_rows(draw, batch: int, width: int, vocab: int, stress: bool = False, oov: bool = True) -> np.ndarray:
     """Rows of sampled ids: an emitted prefix then -1 (what rejection emits), rows with gaps of -1 and
-    OOV ids before later valid ones, or a mix of both (always when `stress`)."""
+    OOV ids (-1 only, without `oov`) before later valid ones, or a mix of both (always when `stress`)."""
     rng = draw(generator())
     ids = rng.integers(0, draw(bound(vocab)), (batch, width))
     prefix = np.arange(width) < rng.integers(0, width + 1, (batch, 1))
     holes = rng.random((batch, width)) < draw(st.sampled_from([0.2, 0.5, 0.9]))
-    junk = rng.choice([PLACEHOLDER, vocab, vocab + 7], (batch, width))
+    junk = rng.choice([PLACEHOLDER, vocab, vocab + 7] if oov else [PLACEHOLDER] * 3, (batch, width))
     kind = draw(st.sampled_from(["prefix", "gaps", "mixed"]))
     kind = "mixed" if stress else kind
     gap_rows = np.full((batch, 1), kind == "gaps") if kind != "mixed" else rng.random((batch, 1)) < 0.5
@@ -101,11 +101,14 @@ def next_token_valid(draw, ctx: DrawContext) -> Example:
     rng = draw(generator())
     rate = draw(st.sampled_from([0.0, 0.3, 1.0]))
     discard = rng.random(batch) < (0.3 if stress else rate)
+    if ctx.excludes("discarded_rows"):
+        discard[:] = False
     if discard.any():
         label("discard: all rows" if discard.all() else "discard: some rows")
     return Example(
         tier="valid",
-        inputs={"sampled_token_ids": draw(sampled_rows(batch, width, vocab, stress)), "discard_mask": discard,
+        inputs={"sampled_token_ids": draw(sampled_rows(batch, width, vocab, stress, not ctx.excludes("oov_ids"))),
+                "discard_mask": discard,
                 "backup_next_token_ids": rng.integers(0, draw(bound(vocab)), batch).astype(np.int32),
                 "vocab_size": vocab},
         outputs=buffers(next_token_ids=((batch,), "int32"), valid_sampled_tokens_count=((batch,), "int32")),
