@@ -50,6 +50,16 @@ def need_int(name: str, x: Any, low: int = 0) -> int:
     return x
 
 
+def need_hint(name: str, hint: Any, largest: Any, what: str) -> None:
+    """A host hint: None (not given) or a Python int >= 0 that is at least `largest`, the data's value
+    of it (None: not read, as a kernel that does not read the device checks only the type)."""
+    if hint is None:
+        return
+    need_int(name, hint)
+    if largest is not None and hint < largest:
+        raise ValueError(f"{name}: a host hint must be at least {what} ({largest}), got {hint}")
+
+
 def need_at_least(name: str, a: Any, low: int) -> None:
     if len(a.reshape(-1)) and bool((a < low).any()):
         raise ValueError(f"{name}: every value must be >= {low}, found {int(a.min())}")

@@ -17,7 +17,7 @@ from typing import Iterator
 import numpy as np
 
 from specverify.oracles import rejection
-from specverify.oracles.checks import (dtype_name, need_at_least, need_at_most, need_dtype,
+from specverify.oracles.checks import (dtype_name, need_at_least, need_at_most, need_dtype, need_hint,
                                        need_inclusive_offsets, need_int, need_ndim, need_shape)
 
 PLACEHOLDER = -1
@@ -266,7 +266,8 @@ def prepare_inputs(*, query_start_loc, seq_lens, num_draft_tokens, num_sampled, 
 def check_copy_and_expand(target_token_ids, target_positions, next_token_ids, query_start_loc, query_end_loc,
                           padding_token_id, parallel_drafting_token_id, P, shift_input_ids, out_input_ids,
                           out_positions, out_is_rejected_token_mask, out_is_masked_token_mask,
-                          out_new_token_indices, out_hidden_state_mapping, values=True) -> tuple[int, int]:
+                          out_new_token_indices, out_hidden_state_mapping, max_query_len=None,
+                          values=True) -> tuple[int, int]:
     need_dtype("target_token_ids", target_token_ids, *INDEX)
     need_ndim("target_token_ids", target_token_ids, 1)
     tokens, n = len(target_token_ids), "N = len(target_token_ids)"
@@ -301,21 +302,24 @@ def check_copy_and_expand(target_token_ids, target_positions, next_token_ids, qu
         if tokens:
             need_at_most("target_positions", target_positions, dtype_max(target_positions) - tokens - P,
                          "positions plus the query length fit the dtype")
+    longest = int(np.diff(query_start_loc).max(initial=0)) if values else None
+    need_hint("max_query_len", max_query_len, longest, "the longest query")
     return batch, tokens
 
 
 def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids, query_start_loc,
                            query_end_loc, padding_token_id, parallel_drafting_token_id, P, shift_input_ids,
                            out_input_ids, out_positions, out_is_rejected_token_mask, out_is_masked_token_mask,
-                           out_new_token_indices, out_hidden_state_mapping):
+                           out_new_token_indices, out_hidden_state_mapping, max_query_len=None):
     """Lay out each request's drafting input: its kept target ids (shifted by one when shifting), the
     next token, P-1 masked parallel-drafting slots, then one padding slot per rejected token. Only the
     requests' output spans are written (a longer buffer keeps its tail); the hidden-state mapping only
-    when shifting."""
+    when shifting. `max_query_len`, a host hint, is checked and not needed."""
     batch, _ = check_copy_and_expand(target_token_ids, target_positions, next_token_ids, query_start_loc,
                                      query_end_loc, padding_token_id, parallel_drafting_token_id, P,
                                      shift_input_ids, out_input_ids, out_positions, out_is_rejected_token_mask,
-                                     out_is_masked_token_mask, out_new_token_indices, out_hidden_state_mapping)
+                                     out_is_masked_token_mask, out_new_token_indices, out_hidden_state_mapping,
+                                     max_query_len)
     for r in range(batch):
         qs, qn, qe = int(query_start_loc[r]), int(query_start_loc[r + 1]), int(query_end_loc[r])
         rejected = qn - qe - 1

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles.checks import (dtype_name, need_at_least, need_at_most, need_dtype, need_inclusive_offsets,
-                                       need_int, need_ndim, need_shape)
+from specverify.oracles.checks import (dtype_name, need_at_least, need_at_most, need_dtype, need_hint,
+                                       need_inclusive_offsets, need_int, need_ndim, need_shape)
 
 PLACEHOLDER = -1
 INT32_MAX = 2**31 - 1
@@ -119,7 +119,7 @@ def check_inv_q(inv_q, batch, vocab, batch_from: str) -> None:
 
 
 def check_recovered(cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q,
-                    recovered_token_ids, values=True) -> tuple[int, int]:
+                    recovered_token_ids, max_spec_len=None, values=True) -> tuple[int, int]:
     """Returns (B, V)."""
     need_dtype("draft_token_ids", draft_token_ids, "int32")
     need_ndim("draft_token_ids", draft_token_ids, 1)
@@ -133,6 +133,8 @@ def check_recovered(cu_num_draft_tokens, draft_token_ids, draft_probs, target_pr
     if values:
         need_inclusive_offsets("cu_num_draft_tokens", cu_num_draft_tokens, tokens, T_FLAT)
         need_at_least("draft_token_ids", draft_token_ids, PLACEHOLDER)
+    largest = int(np.diff(cu_num_draft_tokens, prepend=0).max(initial=0)) if values else None
+    need_hint("max_spec_len", max_spec_len, largest, "the most drafts of a request")
     return batch, vocab
 
 
@@ -154,11 +156,13 @@ def residual(target_row, draft_row, draft):
     return prob
 
 
-def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids):
+def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids,
+              max_spec_len=None):
     """Recovered tokens: per draft token t of request r, the lowest index maximizing the f32 score
-    `residual[v] * inv_q[r, v]` (see `residual`, `first_max`). Always in [0, V)."""
+    `residual[v] * inv_q[r, v]` (see `residual`, `first_max`). Always in [0, V). `max_spec_len`, a
+    host hint, is checked and not needed."""
     batch, _ = check_recovered(cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q,
-                               recovered_token_ids)
+                               recovered_token_ids, max_spec_len=max_spec_len)
     for r in range(batch):
         start, end = span(cu_num_draft_tokens, r)
         for t in range(start, end):

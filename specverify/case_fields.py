@@ -1,7 +1,7 @@
 """A stored case checked against its stage's record, field by field, before any backend or the oracle
 sees it.
 
-Rules: every input of the record is present (an absent optional input is stored as null) and no other;
+Rules: every required input of the record is present (an optional one not stored is absent) and no other;
 `None` only where the field is optional; an array of a dtype the field allows (`Field.dtype`,
 '|'-separated; "int" allows every integer dtype) and of the rank its shape string implies ("B, S+1":
 rank 2); a list (of Python ints, flat) only for a rank-1 integer field; a scalar field holds a Python
@@ -30,7 +30,9 @@ class RecordError(ValueError):
 
 
 def check(stage: Stage, example: Example) -> None:
-    """Raise RecordError for the first field of `example` that breaks `stage`'s record."""
+    """Raise RecordError for the first field of `example` that breaks `stage`'s record. An optional input
+    the case does not store is absent (set to None): cases saved before an optional input (a host hint, say)
+    was added to the record still load."""
     exempt = example.bad_field if example.tier == "invalid" else None
     fields = {f.name: f for f in stage.inputs}
     if exempt is not None and exempt not in fields and exempt not in {f.name for f in stage.outputs}:
@@ -41,9 +43,10 @@ def check(stage: Stage, example: Example) -> None:
     for f in stage.inputs:
         if f.name == exempt:
             continue
+        if f.name not in example.inputs and f.optional:   # a case saved before the optional input existed
+            example.inputs[f.name] = None
         if f.name not in example.inputs:
-            raise RecordError(f"input `{f.name}`: missing (the stage needs it)" if not f.optional else
-                              f"input `{f.name}`: missing (an absent optional input is stored as null)")
+            raise RecordError(f"input `{f.name}`: missing (the stage needs it)")
         problem = input_problem(f, example.inputs[f.name])
         if problem:
             raise RecordError(f"input `{f.name}`: {problem}")

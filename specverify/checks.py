@@ -63,6 +63,9 @@ class Outcome:
     replays: list[Replay] = field(default_factory=list)    # corpus check: every case it found
     notes: list[str] = field(default_factory=list)         # one line each: damaged corpus files, ...
     waiver: str = ""                   # the waiver that covered this outcome ("xfailed" or "waived")
+    domain: list[str] = field(default_factory=list)   # the target's declared restrictions, each with its reason
+    domain_summary: str = ""           # the same without reasons, on one line ("" for the whole contract)
+    outside: list[dict] = field(default_factory=list)  # valid check: information draws outside each restriction
 
     @property
     def case_ids(self) -> list[str]:
@@ -124,7 +127,13 @@ def tier_check(tier: str, doc: str, order: int, applies: Callable[[Target], str 
     def run(target: Target, ctx: Context) -> Outcome:
         from specverify.search import search, verify_tier
 
-        return search(target, tier, tier, ctx.profile.count(tier, ctx.examples), verify_tier, ctx)
+        outcome = search(target, tier, tier, ctx.profile.count(tier, ctx.examples), verify_tier, ctx)
+        if tier == "valid" and target.domain is not None and target.domain.restrictions:
+            from specverify import outside
+
+            outcome.outside = outside.explore(target, ctx)
+            outcome.notes += outside.notes(outcome.outside)
+        return outcome
 
     return Check(tier, doc, order, applies, run, lambda target, profile, examples: profile.count(tier, examples))
 
@@ -135,9 +144,15 @@ def _has(tier: str) -> Callable[[Target], str | None]:
     return applies
 
 
+def validates(target: Target) -> bool:
+    """Whether the target refuses invalid arguments: our backends, and outside implementations whose
+    declaration says `validates`."""
+    return target.backend.validates or bool(getattr(target.domain, "validates", False))
+
+
 def _validates(target: Target) -> str | None:
-    if not target.backend.validates:
-        return "outside implementations need not validate their arguments"
+    if not validates(target):
+        return "outside implementations need not validate their arguments (unless they declare `validates`)"
     return None
 
 

@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import specverify
-from specverify import backends, cases, dialects, env, registry, reports, session, vendors, waivers
+from specverify import backends, cases, dialects, domain, env, registry, reports, session, vendors, waivers
 from specverify.checks import CHECKS, Outcome
 from specverify.conformance import FAILED, NOTHING_CHECKED, PASSED, Run, exit_status, not_asked, verdicts
 from specverify.harness import Failure, OracleError
@@ -62,6 +62,8 @@ def parser() -> argparse.ArgumentParser:
     chk.add_argument("--waivers", type=Path, metavar="PATH", help="the vendor's waiver file (TOML)")
     chk.add_argument("--dialect", metavar="NAME", help="judge by this rule dialect of the stage ('' the record's "
                                                        "rule; default: our backends under every rule they follow)")
+    chk.add_argument("--declare", type=Path, metavar="PATH",
+                     help="what the --impl declares (TOML: domain, dialect, validates; see specverify.domain)")
     chk.add_argument("--check", action="append", choices=list(CHECKS), metavar="CHECK",
                      help=f"only these checks (repeatable; {', '.join(CHECKS)})")
     chk.add_argument("--cases", type=Path, default=None, metavar="DIR",
@@ -249,6 +251,8 @@ def impl_device(args) -> str:
 
 
 def resolve_targets(args, vendor: vendors.Vendor | None = None) -> tuple[list, list[Outcome]]:
+    if args.declare and not args.impl:
+        raise UsageError("--declare describes an --impl: give one (a vendor declares in its mapping)")
     stages = registry.select(args.stage)
     if args.dialect is not None:
         if vendor is not None:
@@ -260,7 +264,8 @@ def resolve_targets(args, vendor: vendors.Vendor | None = None) -> tuple[list, l
     if vendor is not None:
         chosen = {s.name for s in stages}
         device = impl_device(args)
-        targets = [backends.target(registry.all_stages()[name], "impl", device, source)
+        targets = [domain.declared(backends.target(registry.all_stages()[name], "impl", device, source),
+                                   vendor.declarations.get(name, {}), f"vendor {vendor.name}")
                    for name, source in vendor.implementations.items() if name in chosen]
         if not targets:
             raise UsageError(f"--stage selects no stage that vendor {vendor.name} implements "
@@ -271,7 +276,10 @@ def resolve_targets(args, vendor: vendors.Vendor | None = None) -> tuple[list, l
             raise UsageError(f"--impl checks one stage; --stage selects {len(stages)}")
         if args.backend:
             raise UsageError("--impl and --backend exclude each other")
-        return [backends.target(stages[0], "impl", impl_device(args), args.impl, args.dialect or "")], []
+        chosen = backends.target(stages[0], "impl", impl_device(args), args.impl, args.dialect or "")
+        if args.declare:
+            chosen = domain.declared(chosen, domain.load(args.declare), f"--declare {args.declare}")
+        return [chosen], []
     if args.device:
         why = backends.unavailable("torch", args.device)
         if why:

@@ -56,6 +56,14 @@ class Verdict:
     levels: list[Level]
     dialect: str = ""              # the rule dialect the verdict is for ("": the record's rule)
     rule: str = ""                 # how reports name that dialect ("dialect strict (ties reject)")
+    domain: list[str] = field(default_factory=list)   # declared restrictions with their reasons ([]: whole contract)
+    domain_summary: str = ""
+    outside: list[dict] = field(default_factory=list)  # per restriction: its information draws (specverify.outside)
+
+    @property
+    def unneeded(self) -> list[str]:
+        """Restrictions whose excluded draws were judged and all passed."""
+        return [r["restriction"] for r in self.outside if r["judged"] and not r["failed"]]
 
     @property
     def summary(self) -> str:
@@ -71,11 +79,16 @@ class Verdict:
         waived = [lv.name for lv in self.levels if lv.state in ("failed as expected", "not launched")]
         if contract == "failed as expected":
             return "does not conform (waived)"
-        return f"conforms (waived: {', '.join(waived)})" if waived else "conforms"
+        if waived:
+            return f"conforms (waived: {', '.join(waived)})"
+        return f"conforms within its declared domain: {self.domain_summary}" if self.domain_summary else "conforms"
 
     def line(self) -> str:
         under = f" under {self.rule}" if self.rule else ""
-        return f"{self.stage} ({self.source} on {self.device}){under}: {self.summary}. " + \
+        within = f" Checked within its declared domain: {self.domain_summary}." \
+            if self.domain_summary and "declared domain" not in self.summary else ""
+        unneeded = f" Not needed, its excluded draws pass: {'; '.join(self.unneeded)}." if self.unneeded else ""
+        return f"{self.stage} ({self.source} on {self.device}){under}: {self.summary}.{within}{unneeded} " + \
             "; ".join(lv.text() for lv in self.levels)
 
 
@@ -144,8 +157,10 @@ def verdicts(outcomes: list[Outcome]) -> list[Verdict]:
         record = dialects.judged(stages[stage], dialect)
         target = Target(record, BACKENDS[backend], device, source, dialect=dialect)
         names = [c for c in CHECKS if c != "corpus"]
+        valid = next((o for o in group if o.check == "valid"), group[0])
         found.append(Verdict(stage, backend, device, source, [level_of(group, c, target) for c in names],
-                             dialect, dialects.words(record, dialect)))
+                             dialect, dialects.words(record, dialect), group[0].domain, group[0].domain_summary,
+                             valid.outside))
     return found
 
 

@@ -6,7 +6,9 @@ once. A damaged case is one note line, never an error or a failure of the target
 still run: a file that cannot be read (`cases.load`: not a regular file, over a limit, a damaged header,
 inputs or outputs that do not fit the stage's record), a case of another stage, one the oracle rejects
 (valid and hazard tiers), and an invalid-tier case the oracle accepts. Invalid-tier cases are not
-replayed on targets that need not validate their arguments. A case a skip waiver names is never launched.
+replayed on targets that need not validate their arguments (outside implementations that do not declare
+`validates`); cases outside a target's declared domain are counted, not replayed. A case a skip waiver
+names is never launched.
 
 Where the suite's corpus lives: in an installed wheel, `specverify/suite_cases/` (pyproject.toml ships
 the checkout's `cases/` folder there as package data); run from a clone or an editable install, the
@@ -21,7 +23,7 @@ import specverify
 from specverify import cases, materialize
 from specverify.backends import Target
 from specverify.calls import error_text, invoke
-from specverify.checks import Context, Outcome, Replay
+from specverify.checks import Context, Outcome, Replay, validates
 from specverify.harness import Failure, OracleError, verify
 from specverify.report import failure_report, replay_command
 from specverify.stage import Example, Stage
@@ -60,7 +62,7 @@ def replay(target: Target, ctx: Context) -> Outcome:
     started = time.perf_counter()
     files = case_files(stage.name, ctx.cases_dir)
     outcome.planned = len(files)
-    not_asked = 0
+    not_asked = outside = 0
     for position, (origin, path) in enumerate(files):
         if ctx.deadline is not None and time.monotonic() > ctx.deadline:
             outcome.notes.append(f"the target's time limit was spent: {len(files) - position} case(s) not replayed")
@@ -73,8 +75,11 @@ def replay(target: Target, ctx: Context) -> Outcome:
         if name != stage.name:
             outcome.notes.append(f"not replayed: {path} holds a case of {name}, not {stage.name}")
             continue
-        if example.tier == "invalid" and not target.backend.validates:
+        if example.tier == "invalid" and not validates(target):
             not_asked += 1
+            continue
+        if target.domain is not None and target.domain.outside(stage, example):
+            outside += 1
             continue
         case = Replay(path.stem, path, example.tier, origin)
         outcome.replays.append(case)
@@ -100,6 +105,9 @@ def replay(target: Target, ctx: Context) -> Outcome:
     if not_asked:
         outcome.notes.append(f"{not_asked} invalid-tier case(s) not replayed: outside implementations need not "
                              "validate their arguments")
+    if outside:
+        outcome.notes.append(f"{outside} case(s) outside the declared domain ({target.domain.summary()}): "
+                             "not replayed")
     outcome.seconds = time.perf_counter() - started
     summarize(outcome, target.label)
     return outcome

@@ -16,6 +16,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 import specverify
 from specverify import env, registry
 from specverify.conformance import Run, not_asked, short, verdicts
+from specverify.outside import notes as outside_notes
 from specverify.provenance import machine, module_fingerprint
 from specverify.report import replay_line
 
@@ -64,7 +65,7 @@ def outcome_json(o) -> dict:
             "seconds": round(o.seconds, 3), "kind": o.kind, "headline": o.headline, "report": o.report,
             "case": str(o.case) if o.case else None, "coverage": dict(o.coverage), "measures": o.measures,
             "timing": o.timing, "worker": o.worker, "waiver": o.waiver,
-            "notes": o.notes, "failures": failures(o),
+            "notes": o.notes, "failures": failures(o), "domain": o.domain,
             "replays": [{"case": r.case_id, "path": str(r.path), "tier": r.tier, "origin": r.origin,
                          "status": r.status, "waiver": r.waiver} for r in o.replays]}
 
@@ -97,7 +98,8 @@ def to_json(run: Run) -> dict[str, Any]:
             "versions": env.versions(), "machine": machine(run.device), "cases_dir": run.cases_dir,
             "oracles": oracles(run), "implementations": implementations(run), "vendor": vendor,
             "verdicts": [{"stage": v.stage, "backend": v.backend, "device": v.device, "source": v.source,
-                          "dialect": v.dialect, "rule": v.rule, "summary": v.summary,
+                          "dialect": v.dialect, "rule": v.rule, "summary": v.summary, "domain": v.domain,
+                          "outside": v.outside, "unneeded": v.unneeded,
                           "levels": [vars(lv) for lv in v.levels]} for v in verdicts(run.outcomes)],
             "outcomes": [outcome_json(o) for o in run.outcomes], "waivers": waivers, "totals": totals(run)}
 
@@ -182,6 +184,16 @@ def markdown(run: Run) -> str:
                                                                                             "arguments")])
     lines += table(["stage", "implementation", "device", "verdict", "contract", "robustness", "arguments"], rows)
     lines += [""] + [f"- {line}." for line in not_asked(found)]
+    declared = [(v, text) for v in found for text in v.domain]
+    if declared:
+        lines += ["", "## Declared domains", "",
+                  "Each verdict above holds within the domain its implementation declares (the search draws "
+                  "only inside it; corpus cases outside it are not replayed):", ""]
+        lines += [f"- `{v.stage}` (`{v.source}`): {cell(text)}" for v, text in declared]
+        outside = [(v, line) for v in found for line in outside_notes(v.outside)]
+        if outside:
+            lines += ["", "Information draws outside each restriction (never a failure):", ""]
+            lines += [f"- `{v.stage}` (`{v.source}`): {cell(line)}" for v, line in outside]
     if run.vendor is not None:
         lines += ["", f"**Not implemented** ({len(run.not_implemented)} of {len(registry.all_stages())} stages): "
                   + (", ".join(f"`{s}`" for s in run.not_implemented) or "none") + "."]

@@ -1,6 +1,7 @@
 """A Hypothesis search of one input tier for an example on which a target breaks its contract.
 
-The first failure is shrunk, written as a case file into the run's findings folder (`Context.findings_dir`,
+A target's declared domain (`specverify.domain`) is a parameter of what is drawn (`tier_strategy`), never
+a filter. The first failure is shrunk, written as a case file into the run's findings folder (`Context.findings_dir`,
 never the suite's corpus) and reported with its replay command. A target whose time is up stops the
 search (`Abandon` passes through Hypothesis); the smallest failure seen is kept.
 """
@@ -12,7 +13,7 @@ from collections import Counter
 from typing import Callable
 
 from hypothesis import errors as hypothesis_errors
-from hypothesis import given, seed as hypothesis_seed
+from hypothesis import given, seed as hypothesis_seed, strategies as st
 
 from specverify import cases, env
 from specverify.backends import Target
@@ -36,15 +37,23 @@ SHRINK_BUDGET = {"exit": 40, "signal": 40, "lost": 40, "timeout": 4}
 
 
 def draw_context(target: Target) -> DrawContext:
-    return DrawContext(small=target.slow)
+    return DrawContext(small=target.slow, domain=target.domain)
 
 
 def tier_strategy(target: Target, tier: str):
     """What a tier draws: the stage's own strategy; for the invalid tier, its hand-written value rules
-    and the rules generated from its record."""
-    if tier == "invalid":
-        return invalid_tier(target.stage, draw_context(target))
-    return target.stage.strategy(tier)(draw_context(target))
+    and the rules generated from its record. Within the target's declared domain: its bounds through the
+    context, its layouts, dtypes and optional inputs by projecting every draw onto them."""
+    ctx = draw_context(target)
+    drawn = invalid_tier(target.stage, ctx) if tier == "invalid" else target.stage.strategy(tier)(ctx)
+    return drawn if target.domain is None else projected(drawn, target.domain)
+
+
+@st.composite
+def projected(draw, drawn, domain):
+    """`drawn` projected onto `domain` (a composite, not `.map`: a map re-draws after a failed `assume`,
+    and a strategy's `aim` may be called once per example only)."""
+    return domain.project(draw(drawn))
 
 
 def verify_tier(target: Target, example: Example, ctx: Context) -> dict:

@@ -192,6 +192,8 @@ def run_target(target: Target, plan: RunPlan, listener: Listener, only: set[str]
                 outcome = Outcome(target.stage.name, target.backend.name, target.device, check.name,
                                   status="waived", waiver=waiver.label, headline=f"not launched: {waiver.label}")
             outcome.source, outcome.fingerprint, outcome.dialect = target.source, module, target.dialect
+            if target.domain is not None:
+                outcome.domain, outcome.domain_summary = target.domain.texts(), target.domain.summary()
             if settle and waivers is not None:
                 waivers.settle(target, outcome)
             listener.check_done(target, outcome)

@@ -115,22 +115,23 @@ class Forward(Listener):
         _events.put(("progress", _lane.name, done))
 
 
-def describe(target: Target) -> tuple[str, str, str, str, str]:
+def describe(target: Target) -> tuple:
     """What a worker rebuilds a target from (a function handed over directly cannot travel)."""
     if target.impl is not None and target.backend.name != "oracle":
         raise DevicesError(f"{target.label}: a function handed over directly cannot run in a worker; "
                            f"name it by import path")
-    return target.stage.name, target.backend.name, target.device, target.source, target.dialect
+    return target.stage.name, target.backend.name, target.device, target.source, target.dialect, target.domain
 
 
-def rebuild(spec: tuple[str, str, str, str, str]) -> Target:
+def rebuild(spec: tuple) -> Target:
+    """The target `describe` described (its dialect's record and its declared domain, a picklable Domain)."""
     from specverify import backends, dialects, registry
 
-    stage, backend, device, source, dialect = spec
+    stage, backend, device, source, dialect, domain = spec
     record = dialects.judged(registry.all_stages()[stage], dialect)
     if backend == "oracle":
         return backends.target(record, backend, device)
-    return Target(record, backends.BACKENDS[backend], device, source, dialect=dialect)
+    return Target(record, backends.BACKENDS[backend], device, source, dialect=dialect, domain=domain)
 
 
 def work(index: int, spec: tuple, plan: RunPlan, only: set[str], lane_name: str | None = None,

@@ -6,6 +6,7 @@ handed to any backend.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -152,10 +153,19 @@ class Example:
 class DrawContext:
     """What a strategy may assume about the backend it draws for."""
     small: bool = False     # the backend is slow (Triton interpreter): keep shapes small, with rare large ones
+    domain: Any = None      # the target's declared domain (specverify.domain.Domain): bounds the blocks honour
+
+    def excludes(self, klass: str) -> bool:
+        """Whether the declared domain excludes the input class `klass` (a name in `Stage.classes`)."""
+        return self.domain is not None and self.domain.of("excludes", klass) is not None
+
+    def limits(self, name: str, low: int, high: int) -> tuple[int, int]:
+        """[low, high] for a drawn size or scalar `name`, narrowed to the declared domain's bound on it."""
+        return (low, high) if self.domain is None else self.domain.limits(name, low, high)
 
     @property
     def max_batch(self) -> int:
-        return 64 if self.small else 1024
+        return self.limits("B", 0, 64 if self.small else 1024)[1]
 
     @property
     def max_tokens(self) -> int:
@@ -205,10 +215,30 @@ class Stage:
     bench: Callable[[int, int, np.random.Generator], Example] | None = None
     dialects: Mapping[str, Dialect] = field(default_factory=dict)  # name -> a rule variant (see Dialect)
     dialect: str = ""                           # the dialect this record is judged by (`dialects.judged`)
+    # names a declared domain may bound besides B, V and vocab_size (which the shared blocks draw): a shape
+    # symbol or an int scalar this stage's strategies draw within `DrawContext.limits`, with the contract's
+    # lowest value of it; None: a default name this stage's strategies do not draw through the blocks
+    bounded: Mapping[str, int | None] = field(default_factory=dict)
+    # optional inputs whose presence follows from other inputs: a declared domain cannot make them always None
+    presence_follows: tuple[str, ...] = ()
+    # input classes a declared domain may exclude, each (field, kind) with kind "oov" (a value >= V, from the
+    # vocab_size input or the symbol V) or "true" (a True entry); its strategies draw none when excluded
+    classes: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def family(self) -> str:
         return self.name.split(".", 1)[0]
+
+    @property
+    def bounds(self) -> dict[str, int]:
+        """Every name a declared domain may bound, with the contract's lowest value of it."""
+        symbols = {name for f in self.inputs + self.outputs for name in re.findall(r"[A-Za-z_]\w*", f.shape)}
+        scalars = {f.name for f in self.inputs if f.dtype == "int"}
+        found = {"B": 0} if "B" in symbols else {}
+        found.update({"V": 1} if "V" in symbols else {})
+        found.update({"vocab_size": 1} if "vocab_size" in scalars else {})
+        found.update(self.bounded)
+        return {name: low for name, low in found.items() if low is not None}
 
     def strategy(self, tier: str) -> Strategy | None:
         return {"valid": self.valid, "hazard": self.hazard, "invalid": self.invalid}[tier]

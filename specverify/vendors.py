@@ -6,6 +6,15 @@ A vendor package declares in one place which stages it implements, as a mapping 
     # acme_kernels/specverify_vendor.py
     IMPLEMENTATIONS = {"rejection.expand": "acme_kernels.rejection:expand", ...}
 
+A stage's value may instead be a table naming the implementation and what it declares about it (see
+`specverify.domain`): its declared domain, the rule dialect it follows, and whether it validates its
+arguments (then the invalid tier is asked of it). The declaration must be JSON-safe data:
+
+    IMPLEMENTATIONS = {"eagle.next_token_padded": {
+        "impl": "acme_kernels.eagle:next_token", "validates": True,
+        "domain": {"fields": {"sampled_token_ids": {"layout": "rows", "reason": "the caller passes [B, K+1]"}},
+                   "bounds": {"B <= 4096": "the scheduler's max_num_seqs"}}}}
+
 and registers the declaration under the entry-point group `specverify.vendors` in its pyproject.toml:
 
     [project.entry-points."specverify.vendors"]
@@ -16,7 +25,8 @@ and registers the declaration under the entry-point group `specverify.vendors` i
 IMPLEMENTATIONS). The declaration is read in a worker process, like every call of the implementations:
 the judge never imports vendor code. An empty name, a name that resolves to nothing, a declaration that
 does not import or is not such a mapping, or one naming a stage this suite does not know is a
-VendorError (one line, exit status 2).
+VendorError (one line, exit status 2); a declared domain the stage's record does not allow is a
+DomainError (the same).
 """
 from __future__ import annotations
 
@@ -24,7 +34,7 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, Mapping
 
@@ -45,6 +55,7 @@ class Vendor:
     declaration: str                    # "module:attr" the implementations were read from
     distribution: str                   # "name version" of the installed package registering it ("" if none)
     implementations: dict[str, str]     # stage -> "module:function", in the suite's stage order
+    declarations: dict[str, dict] = field(default_factory=dict)   # stage -> {"domain", "dialect", "validates"}
 
 
 def registered() -> dict[str, list]:
@@ -85,12 +96,14 @@ def resolve(name: str, known: list[str], timeout: float = READ_TIMEOUT) -> Vendo
                           f"{', '.join(unknown)}")
     if not declared:
         raise VendorError(f"--vendor {name}: {ref} declares no implementation")
-    return Vendor(name, ref, distribution, {s: declared[s] for s in known if s in declared})
+    entries = {s: declared[s] for s in known if s in declared}
+    return Vendor(name, ref, distribution, {s: e["impl"] for s, e in entries.items()},
+                  {s: {k: v for k, v in e.items() if k != "impl"} for s, e in entries.items() if len(e) > 1})
 
 
-def read_declaration(ref: str, timeout: float) -> dict[str, str] | str:
-    """The declared mapping, read by a contained worker process within `timeout` seconds; a one-line
-    problem (str) when there is none."""
+def read_declaration(ref: str, timeout: float) -> dict[str, dict] | str:
+    """The declared mapping as stage -> {"impl": "module:function", and what else it declares}, read by
+    a contained worker process within `timeout` seconds; a one-line problem (str) when there is none."""
     from specverify.worker import ask_once
 
     answer = ask_once(declaration_main, (ref,), timeout, MAX_ANSWER)
@@ -99,7 +112,8 @@ def read_declaration(ref: str, timeout: float) -> dict[str, str] | str:
     if not answer.get("ok"):
         return str(answer.get("error"))[:300]
     found = answer.get("implementations")
-    if not isinstance(found, dict) or not all(isinstance(k, str) and isinstance(v, str) and IMPORT_PATH.match(v)
+    if not isinstance(found, dict) or not all(isinstance(k, str) and isinstance(v, dict) and
+                                              isinstance(v.get("impl"), str) and IMPORT_PATH.match(v["impl"])
                                               for k, v in found.items()):
         return f"{ref}: every implementation must be named 'module:function'"
     return found
@@ -125,10 +139,20 @@ def declaration_main(conn, ref: str) -> None:
         if not isinstance(declared, Mapping):
             raise TypeError(f"{ref} is not a mapping of stage names to implementations "
                             f"(a {type(declared).__name__})")
-        answer: dict[str, Any] = {"ok": True, "implementations": {str(k): import_path(v) for k, v in declared.items()}}
+        answer: dict[str, Any] = {"ok": True, "implementations": {str(k): entry(k, v) for k, v in declared.items()}}
+        json_safe(answer)
     except BaseException as exc:  # whatever importing vendor code does is reported, never raised here
         answer = {"ok": False, "error": error_text(exc)}
     conn.send_bytes(json.dumps(answer).encode())
+
+
+def entry(stage: Any, value: Any) -> dict:
+    """A declared stage as {"impl": "module:function", ...}: a plain implementation, or a table naming it."""
+    if isinstance(value, Mapping):
+        if "impl" not in value:
+            raise TypeError(f"{stage}: a declaration table must name its implementation under 'impl'")
+        return {**{str(k): v for k, v in value.items()}, "impl": import_path(value["impl"])}
+    return {"impl": import_path(value)}
 
 
 def import_path(impl: Any) -> str:
@@ -139,3 +163,11 @@ def import_path(impl: Any) -> str:
     if module is None or getattr(sys.modules.get(module), name, None) is not impl:
         raise TypeError(f"{impl!r} is not a module-level function: name it as 'module:function'")
     return f"{module}:{name}"
+
+
+def json_safe(answer: dict) -> None:
+    try:
+        json.dumps(answer, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"the declaration must be JSON-safe data (tables, lists, strings, numbers, "
+                        f"booleans): {exc}") from None

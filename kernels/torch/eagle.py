@@ -97,8 +97,9 @@ def put_live(out: torch.Tensor, live: torch.Tensor, values: torch.Tensor) -> Non
 def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids, query_start_loc,
                            query_end_loc, padding_token_id, parallel_drafting_token_id, P, shift_input_ids,
                            out_input_ids, out_positions, out_is_rejected_token_mask, out_is_masked_token_mask,
-                           out_new_token_indices, out_hidden_state_mapping):
-    """See `specverify.oracles.eagle.copy_and_expand_inputs`. Works over the whole output buffer and
+                           out_new_token_indices, out_hidden_state_mapping, max_query_len=None):
+    """See `specverify.oracles.eagle.copy_and_expand_inputs` (the host hint is checked, not needed: sizes
+    come from buffer shapes). Works over the whole output buffer and
     writes back the old value past the requests' spans. Output slot `o` of request r (span from out0[r]
     = qs + r*(P - shift)) is classified by e = o + shift - (qe + r*(P - shift)): e <= 0 a kept target
     token (source qe + e), e == 1 the next token, 1 < e <= P a parallel slot, e > P a rejected one."""
@@ -106,7 +107,7 @@ def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids
         target_token_ids, target_positions, next_token_ids, query_start_loc, query_end_loc, padding_token_id,
         parallel_drafting_token_id, P, shift_input_ids, out_input_ids, out_positions,
         out_is_rejected_token_mask, out_is_masked_token_mask, out_new_token_indices, out_hidden_state_mapping,
-        values=reads_values(query_start_loc))
+        max_query_len, values=reads_values(query_start_loc))
     if batch == 0:
         return
     shift = int(shift_input_ids)

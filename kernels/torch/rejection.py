@@ -162,10 +162,11 @@ def random_strict_q0(**fields) -> None:
     random(**fields, rule=STRICT_Q0)
 
 
-def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids):
-    """See `specverify.oracles.rejection.recovered`."""
+def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids,
+              max_spec_len=None):
+    """See `specverify.oracles.rejection.recovered` (one program per token: the hint is not needed)."""
     check_recovered(cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids,
-                    values=reads_values(cu_num_draft_tokens))
+                    values=reads_values(cu_num_draft_tokens), max_spec_len=max_spec_len)
     tokens = draft_token_ids.shape[0]
     if tokens:
         request = token_requests(cu_num_draft_tokens, tokens)

@@ -259,13 +259,13 @@ def copy_expand_kernel(tok_ptr, pos_ptr, next_ptr, qsl_ptr, qel_ptr, padding_id,
 def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids, query_start_loc,
                            query_end_loc, padding_token_id, parallel_drafting_token_id, P, shift_input_ids,
                            out_input_ids, out_positions, out_is_rejected_token_mask, out_is_masked_token_mask,
-                           out_new_token_indices, out_hidden_state_mapping):
+                           out_new_token_indices, out_hidden_state_mapping, max_query_len=None):
     """See `specverify.oracles.eagle.copy_and_expand_inputs`. One program per request, looping over
-    its output span."""
+    its output span (the host hint `max_query_len` is checked, not needed)."""
     batch, _ = validate(oracle.check_copy_and_expand, target_token_ids, target_positions, next_token_ids,
                         query_start_loc, query_end_loc, padding_token_id, parallel_drafting_token_id, P,
                         shift_input_ids, out_input_ids, out_positions, out_is_rejected_token_mask,
-                        out_is_masked_token_mask, out_new_token_indices, out_hidden_state_mapping,
+                        out_is_masked_token_mask, out_new_token_indices, out_hidden_state_mapping, max_query_len,
                         values=reads_values(query_start_loc))
     launch(copy_expand_kernel, batch, target_token_ids.contiguous(), target_positions.contiguous(),
            next_token_ids.contiguous(), query_start_loc.contiguous(), query_end_loc.contiguous(),

@@ -342,10 +342,12 @@ def random_strict_q0(**fields) -> None:
     random(**fields, rule=STRICT_Q0)
 
 
-def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids):
-    """See `specverify.oracles.rejection.recovered`. One launch."""
+def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids,
+              max_spec_len=None):
+    """See `specverify.oracles.rejection.recovered`. One launch, one program per token (the host hint
+    `max_spec_len` is checked, not needed)."""
     validate(check_recovered, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q,
-             recovered_token_ids, values=reads_values(cu_num_draft_tokens))
+             recovered_token_ids, max_spec_len, values=reads_values(cu_num_draft_tokens))
     pick(recovered_token_ids, target_probs, draft_probs, draft_token_ids, inv_q, cu_num_draft_tokens, None,
          RECOVER, flat=True)
 

@@ -49,6 +49,7 @@ def next_token_bench(batch: int, vocab: int, rng: np.random.Generator) -> Exampl
 
 NEXT_TOKEN_PADDED = Stage(
     name="eagle.next_token_padded",
+    classes={"oov_ids": ("sampled_token_ids", "oov"), "discarded_rows": ("discard_mask", "true")},
     doc="per row: the count of valid sampled ids and the last valid one (the backup when none or discarded)",
     inputs=(
         I("sampled_token_ids", "int32", "B, S", strided=True,
@@ -322,6 +323,7 @@ def copy_expand_example() -> Example:
         "parallel_drafting_token_id": 99,
         "P": 2,
         "shift_input_ids": False,
+        "max_query_len": 3,
     }, outputs={"out_input_ids": Buffer((size,), "int32"), "out_positions": Buffer((size,), "int64"),
                 "out_is_rejected_token_mask": Buffer((size,), "bool"),
                 "out_is_masked_token_mask": Buffer((size,), "bool"),
@@ -339,6 +341,7 @@ def copy_expand_bench(batch: int, vocab: int, rng: np.random.Generator) -> Examp
         "next_token_ids": bench.token_ids(rng, batch, vocab), "query_start_loc": qsl,
         "query_end_loc": (qsl[:-1] + bench.accepted_counts(rng, batch, BENCH_SPEC)).astype(i32),
         "padding_token_id": -1, "parallel_drafting_token_id": vocab - 1, "P": 1, "shift_input_ids": False,
+        "max_query_len": width,
     }, outputs={"out_input_ids": Buffer((size + batch,), "int32"), "out_positions": Buffer((size + batch,), "int64"),
                 "out_is_rejected_token_mask": Buffer((size + batch,), "bool"),
                 "out_is_masked_token_mask": Buffer((size + batch,), "bool"),
@@ -359,6 +362,8 @@ COPY_AND_EXPAND_INPUTS = Stage(
         I("parallel_drafting_token_id", "int", doc="id written in the P - 1 parallel slots"),
         I("P", "int", doc="slots per request for the next token and parallel drafting, >= 1"),
         I("shift_input_ids", "bool", doc="Python bool; True: drop each query's first id (EAGLE-style shift)"),
+        I("max_query_len", "int", optional=True, doc="a host hint: None, or at least the longest query qn - qs "
+                                                    "(lets a kernel size its grid without a device read)"),
     ),
     outputs=(
         O("out_input_ids", IDX, "N + B*P - (B if shift)", doc="dtype of target_token_ids"),
@@ -389,7 +394,8 @@ not written at all.
 
 Invalid: `query_start_loc` not starting at 0, decreasing or ending beyond N, `query_end_loc` outside
 [qs, qn), negative positions or positions + N + P that overflow their dtype, padding or parallel ids that
-do not fit the id dtype, P below 1, `shift_input_ids` not a bool, wrong dtypes or lengths.""",
+do not fit the id dtype, P below 1, `shift_input_ids` not a bool, a `max_query_len` hint below the
+longest query, wrong dtypes or lengths.""",
     tiers={
         "valid": "B up to 512 requests of 1 to 12 tokens; each query kept whole or cut at a drawn end "
                  "(rejected tokens); buffers exactly as long as needed or 1 or 5 tokens longer; shift on or "
@@ -397,7 +403,8 @@ do not fit the id dtype, P below 1, `shift_input_ids` not a bool, wrong dtypes o
                  "dtypes int32 or int64 independently.",
         "invalid": "One rule broken: P = 0, `shift_input_ids` an int, `next_token_ids` of another dtype than "
                    "the ids, a float `query_end_loc`, a padding id of 2^63, `query_end_loc` at qn, a last "
-                   "offset beyond N, output buffers of the wrong dtype or length.",
+                   "offset beyond N, a `max_query_len` hint one below the longest query, output buffers of the "
+                   "wrong dtype or length.",
     },
     worked=copy_expand_example,
     bench=copy_expand_bench,
@@ -493,6 +500,7 @@ def step_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
 
 STEP_SLOT_MAPPING = Stage(
     name="eagle.step_slot_mapping",
+    bounded={"B": None},   # B counts block-table rows (the batch plus graph padding rows), not drawn as a batch
     doc="one drafting step: next positions (clamped past max_model_len), their KV slots, longer sequences",
     inputs=(
         I("positions", IDX, "B", doc="each request's current position"),

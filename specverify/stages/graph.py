@@ -72,6 +72,7 @@ def dsa_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
 
 FILL_COMMON_INPUTS = Stage(
     name="graph.fill_common_inputs",
+    bounded={"pad_query_len": 0},
     doc="one fused copy of a real batch into the captured graph's buffers, padding everything past it",
     semantics=(
         "The engine replays a CUDA graph captured for MB requests, MT tokens and MNB blocks per request; "

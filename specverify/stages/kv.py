@@ -34,6 +34,7 @@ def commit_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
 
 COMMIT_DRAFT = Stage(
     name="kv.commit_draft",
+    presence_follows=("k_scale", "v_scale"),   # given exactly when the cache is fp8
     doc="write the accepted draft tokens' keys and values into the paged cache (copied, or fp8 by scale)",
     inputs=(
         I("key", SOURCE, "T, H, D", strided=True, doc="keys of the draft tokens"),

@@ -43,6 +43,7 @@ def parse_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
 
 PARSE = Stage(
     name="output.parse",
+    presence_follows=("token_ids", "logprobs", "ranks"),   # the three come together
     doc="the valid ids of each request's row as Python lists ([] when discarded), with their logprobs",
     host=True,
     inputs=(

@@ -296,7 +296,7 @@ def recovered_example() -> Example:
         "draft_token_ids": np.array([2, 1, 3], i32),
         "draft_probs": np.array([[0.5, 0.125, 0, 0.375], [0.5, 0.5, 0, 0], [0, 0, 0, 0.25]], f32),
         "target_probs": np.array([[0.25, 0.25, 0.25, 0.25], [0.5, 0.5, 0, 0], [0.125, 0.25, 0.125, 0.5]], f32),
-        "inv_q": np.array([[1, 2, 1, 1], [0.5, 1, 4, 1]], f32),
+        "inv_q": np.array([[1, 2, 1, 1], [0.5, 1, 4, 1]], f32), "max_spec_len": 2,
     }, outputs={"recovered_token_ids": Buffer((3,), "int32")})
 
 
@@ -307,6 +307,7 @@ def recovered_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example
     return Example("valid", inputs={
         "cu_num_draft_tokens": np.arange(k, tokens + 1, k, dtype=i32), "draft_token_ids": drafts,
         "draft_probs": None, "target_probs": target, "inv_q": bench.inverse_noise(rng, batch, vocab),
+        "max_spec_len": k,
     }, outputs={"recovered_token_ids": Buffer((tokens,), "int32")})
 
 
@@ -320,6 +321,8 @@ RECOVERED = Stage(
                                                                "id is zeroed in the residual"),
         I("target_probs", "float32", "T, V", doc=TARGET),
         I("inv_q", "float32", "B, V", doc=INV_Q),
+        I("max_spec_len", "int", optional=True, doc="a host hint: None, or at least the most drafts of any request "
+                                                   "(lets a kernel size a (B, max_spec_len) grid without a device read)"),
     ),
     outputs=(O("recovered_token_ids", "int32", "T", doc="written: every position"),),
     semantics=f"""\
@@ -332,7 +335,8 @@ infinities. A vocabulary that is not a multiple of a kernel's tile width must no
 last tile win.
 
 Invalid: offsets that are not inclusive offsets ending at T, draft ids below -1, tables that are not
-float32 [T, V] of equal shape, `inv_q` not float32 [B, V].""",
+float32 [T, V] of equal shape, `inv_q` not float32 [B, V], a `max_spec_len` hint below the most drafts of
+a request.""",
     tiers={
         "valid": BATCH_VALID + " " + TABLES_VALID + " Drafts are valid ids with -1 and out-of-vocabulary "
                  "ids mixed in.",
@@ -340,7 +344,7 @@ float32 [T, V] of equal shape, `inv_q` not float32 [B, V].""",
                                  invariant="every id in [0, V), its score the largest non-NaN score, 0 when "
                                            "every score is NaN."),
         "invalid": "One rule broken: offsets not ending at T, a draft id below -1, a wrong dtype, tables of "
-                   "different shapes, `inv_q` of the wrong shape.",
+                   "different shapes, `inv_q` of the wrong shape, a `max_spec_len` hint one below the most drafts.",
     },
     worked=recovered_example,
     bench=recovered_bench,
@@ -451,6 +455,7 @@ def sample_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
 
 SAMPLE = Stage(
     name="rejection.sample",
+    presence_follows=("uniform_probs", "inv_q"),   # given exactly when is_greedy is
     doc="the whole verification step: greedy rows against the argmax, the others by rejection sampling",
     inputs=(
         I("draft_token_ids", "int32", "T", doc=DRAFTS),
@@ -611,6 +616,7 @@ def sample_padded_bench(batch: int, vocab: int, rng: np.random.Generator) -> Exa
 
 SAMPLE_PADDED = Stage(
     name="rejection.sample_padded",
+    presence_follows=("uniform_probs", "inv_q"),   # given exactly when is_greedy is
     doc="rejection.sample on the padded [B, K] layout; every row written in full",
     inputs=(
         I("draft_token_ids", "int64", "B, K", strided=True, doc="K drafts per request; -1 and ids >= V allowed"),

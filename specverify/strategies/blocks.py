@@ -147,11 +147,21 @@ def exclusive_offsets(counts: np.ndarray, dtype: str = "int32") -> np.ndarray:
 @st.composite
 def vocab_size(draw, ctx: DrawContext) -> int:
     """A single id, tile edges (2, 8191, 8192, 8193, 151936) and small sizes; the interpreter stays
-    below 8194."""
-    edges = [v for v in VOCAB_EDGES if not ctx.small or v <= 8193]
-    vocab = draw(st.one_of(st.sampled_from(edges), st.integers(1, 300)))
+    below 8194. Within the declared domain's bounds on V (or vocab_size)."""
+    low, high = ctx.limits("V", *ctx.limits("vocab_size", 1, 8193 if ctx.small else max(VOCAB_EDGES)))
+    edges = [v for v in VOCAB_EDGES if low <= v <= high]
+    small = st.integers(low, max(low, min(high, low + 299)))
+    vocab = draw(st.one_of(st.sampled_from(edges), small) if edges else small)
     label("vocab: V=1" if vocab == 1 else "vocab: tile edge or real size" if vocab in VOCAB_EDGES else "vocab: small")
     return vocab
+
+
+@st.composite
+def host_hint(draw, name: str, largest: int) -> int | None:
+    """An optional host hint of a value the data holds (`largest`): None, the value itself, or above it."""
+    hint = draw(st.sampled_from([None, 0, 0, 1, 3]))
+    label(f"{name}: {'None' if hint is None else 'exact' if hint == 0 else 'above the data'}")
+    return None if hint is None else largest + hint
 
 
 SMALL_ARRAY = 8   # arrays up to this size get their values drawn one by one (they shrink to 0, 1, ...)

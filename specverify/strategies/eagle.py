@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from specverify.stage import BENCH_SPEC, Buffer, DrawContext, Example, Layout
 from specverify.strategies import rejection
 from specverify.strategies.blocks import (PLACEHOLDER, batch_size, bound, draft_batch, exclusive_offsets,
-                                          generator, inclusive_offsets, invalid, label, labelled_dtype,
+                                          generator, host_hint, inclusive_offsets, invalid, label, labelled_dtype,
                                           layout, mode, one_invalid, request_rows, short, vocab_size)
 
 INT32_MAX = 2**31 - 1
@@ -68,14 +68,14 @@ def with_value(ex: Example, name: str, index: int, value: int, rule: str) -> Exa
 # ---------------------------------------------------------------- eagle.next_token_padded
 
 @st.composite
-def sampled_rows(draw, batch: int, width: int, vocab: int, stress: bool = False) -> np.ndarray:
+def sampled_rows(draw, batch: int, width: int, vocab: int, stress: bool = False, oov: bool = True) -> np.ndarray:
     """Rows of sampled ids: an emitted prefix then -1 (what rejection emits), rows with gaps of -1 and
-    OOV ids before later valid ones, or a mix of both (always when `stress`)."""
+    OOV ids (-1 only, without `oov`) before later valid ones, or a mix of both (always when `stress`)."""
     rng = draw(generator())
     ids = rng.integers(0, draw(bound(vocab)), (batch, width))
     prefix = np.arange(width) < rng.integers(0, width + 1, (batch, 1))
     holes = rng.random((batch, width)) < draw(st.sampled_from([0.2, 0.5, 0.9]))
-    junk = rng.choice([PLACEHOLDER, vocab, vocab + 7], (batch, width))
+    junk = rng.choice([PLACEHOLDER, vocab, vocab + 7] if oov else [PLACEHOLDER] * 3, (batch, width))
     kind = draw(st.sampled_from(["prefix", "gaps", "mixed"]))
     kind = "mixed" if stress else kind
     gap_rows = np.full((batch, 1), kind == "gaps") if kind != "mixed" else rng.random((batch, 1)) < 0.5
@@ -101,11 +101,14 @@ def next_token_valid(draw, ctx: DrawContext) -> Example:
     rng = draw(generator())
     rate = draw(st.sampled_from([0.0, 0.3, 1.0]))
     discard = rng.random(batch) < (0.3 if stress else rate)
+    if ctx.excludes("discarded_rows"):
+        discard[:] = False
     if discard.any():
         label("discard: all rows" if discard.all() else "discard: some rows")
     return Example(
         tier="valid",
-        inputs={"sampled_token_ids": draw(sampled_rows(batch, width, vocab, stress)), "discard_mask": discard,
+        inputs={"sampled_token_ids": draw(sampled_rows(batch, width, vocab, stress, not ctx.excludes("oov_ids"))),
+                "discard_mask": discard,
                 "backup_next_token_ids": rng.integers(0, draw(bound(vocab)), batch).astype(np.int32),
                 "vocab_size": vocab},
         outputs=buffers(next_token_ids=((batch,), "int32"), valid_sampled_tokens_count=((batch,), "int32")),
@@ -439,7 +442,8 @@ def copy_expand_valid(draw, ctx: DrawContext) -> Example:
                 "query_start_loc": qsl, "query_end_loc": ends.astype(qsl.dtype),
                 "padding_token_id": draw(st.sampled_from([0, PLACEHOLDER, vocab])),
                 "parallel_drafting_token_id": draw(st.sampled_from([vocab - 1, vocab, 0])),
-                "P": parallel, "shift_input_ids": shift},
+                "P": parallel, "shift_input_ids": shift,
+                "max_query_len": draw(host_hint("max_query_len", int(q.max(initial=0))))},
         outputs=buffers(out_input_ids=((size,), ids), out_positions=((size,), positions),
                         out_is_rejected_token_mask=((size,), "bool"), out_is_masked_token_mask=((size,), "bool"),
                         out_new_token_indices=((b * parallel,), "int32"),
@@ -464,7 +468,9 @@ def copy_expand_invalid(draw, ctx: DrawContext) -> Example:
     if b:
         qsl = x["query_start_loc"]
         found += [with_value(ex, "query_end_loc", b - 1, int(qsl[-1]), "qs <= qe < qn"),
-                  with_value(ex, "query_start_loc", b, len(x["target_token_ids"]) + 1, "last offset <= N")]
+                  with_value(ex, "query_start_loc", b, len(x["target_token_ids"]) + 1, "last offset <= N"),
+                  invalid(ex, "max_query_len", "the host hint >= the longest query",
+                          max_query_len=int(np.diff(qsl).max()) - 1)]
     return draw(one_invalid(found))
 
 

@@ -77,13 +77,15 @@ def set_at(values: np.ndarray, index, value) -> np.ndarray:
 @st.composite
 def fill_valid(draw, ctx: DrawContext) -> Example:
     max_batch = draw(capture_size(ctx))
-    batch = draw(st.one_of(st.just(max_batch), st.just(1), st.integers(0, max_batch)))
+    most = ctx.limits("B", 0, max_batch)[1]
+    batch = draw(st.one_of(st.just(most), st.just(min(1, most)), st.integers(0, most)))
     label("fill: batch = capacity" if batch == max_batch else "fill: B = 0" if batch == 0 else "fill: B < capacity")
     width, q = draw(query_layout(batch))
     max_tokens = max_batch * width + draw(st.sampled_from([0, 0, 0, 5]))
     if int(q.sum()) == max_tokens:
         label("fill: tokens = capacity")
-    pad = draw(st.sampled_from([width, width, 0, 1]))
+    low, high = ctx.limits("pad_query_len", 0, max(width, 1))
+    pad = draw(st.sampled_from([min(max(p, low), high) for p in (width, width, 0, 1)]))
     max_blocks = draw(st.sampled_from([1, 4, 16, 64, 128] if not ctx.small else [1, 4, 16, 64]))
     blocks = draw(st.one_of(st.just(max_blocks), st.integers(0, max_blocks)))
     if blocks == max_blocks:

@@ -396,9 +396,19 @@ def recovered_valid(draw, ctx: DrawContext) -> Example:
     return Example(
         tier="valid",
         inputs={"cu_num_draft_tokens": inclusive_offsets(batch.counts), "draft_token_ids": drafts,
-                "draft_probs": t.draft, "target_probs": t.target, "inv_q": t.inv_q},
+                "draft_probs": t.draft, "target_probs": t.target, "inv_q": t.inv_q,
+                "max_spec_len": slack_hint(batch)},
         outputs={"recovered_token_ids": Buffer((batch.num_tokens,), "int32")},
     )
+
+
+def slack_hint(batch: DraftBatch) -> int | None:
+    """The `max_spec_len` host hint from the slack `draft_batch` drew above the longest request (0, 1 or
+    3): None for a slack of 1, else the batch's max_spec_len. No draw of its own, so every other field is
+    drawn as before the hint existed (a seed still finds what it found)."""
+    slack = batch.max_spec_len - int(batch.counts.max(initial=0))
+    label("max_spec_len: None" if slack == 1 else "max_spec_len: exact" if slack == 0 else "max_spec_len: above")
+    return None if slack == 1 else batch.max_spec_len
 
 
 def recovered_hazard(ctx: DrawContext):
@@ -444,6 +454,10 @@ def recovered_invalid(draw, ctx: DrawContext) -> Example:
         below = drafts.copy()
         below[-1] = -2
         found.append(invalid(ex, "draft_token_ids", "ids >= -1", draft_token_ids=below))
+    largest = int(np.diff(cu, prepend=0).max(initial=0))
+    if largest:
+        found.append(invalid(ex, "max_spec_len", "the host hint >= the most drafts of a request",
+                             max_spec_len=largest - 1))
     return draw(one_invalid(found))
 
 

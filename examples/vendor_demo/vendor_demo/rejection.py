@@ -24,7 +24,8 @@ def expand(*, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded):
     expanded.copy_(values[request_of_each_token(cu_num_tokens, num_tokens)])
 
 
-def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids):
+def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids,
+              max_spec_len=None):
     """Per draft position: the lowest index of the largest residual * noise score."""
     total, vocab = target_probs.shape
     if total == 0:

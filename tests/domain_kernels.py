@@ -1,0 +1,48 @@
+"""Outside implementations with a narrower domain than the contract, for tests/test_domain.py."""
+import torch
+
+from specverify.kernels.torch.eagle import next_token_padded as ours
+
+
+def next_token_unit_columns(**kw):
+    """`eagle.next_token_padded` written for a caller that passes rows with unit column step: it indexes
+    `sampled_token_ids` through its row stride only (as vLLM's kernel does), so a column-strided view
+    reads the gaps between its elements."""
+    tok = kw["sampled_token_ids"]
+    rows = torch.as_strided(tok, tok.shape, (tok.stride(0), 1))
+    ours(**{**kw, "sampled_token_ids": rows})
+
+
+def next_token_refusing(**kw):
+    """Refuses invalid arguments as the contract says (it declares `validates`)."""
+    ours(**kw)
+
+
+def next_token_silent(**kw):
+    """Declares `validates`, yet on an argument it cannot handle it returns without a word."""
+    try:
+        ours(**kw)
+    except (ValueError, TypeError):
+        return
+
+
+# A vendor declaration (`check --vendor tests.domain_kernels`): a table declaring the unit-column kernel's domain.
+IMPLEMENTATIONS = {"eagle.next_token_padded": {
+    "impl": "tests.domain_kernels:next_token_unit_columns",
+    "domain": {"fields": {"sampled_token_ids": {"layout": "rows", "reason": "the engine passes contiguous rows"}},
+               "bounds": {"B <= 16": "the engine's max_num_seqs"}}}}
+NOT_JSON = {"eagle.next_token_padded": {"impl": "tests.domain_kernels:next_token_refusing", "domain": {1, 2}}}
+
+
+def recovered_without_hint(**kw):
+    """`rejection.recovered` that declares `validates` yet never looks at its `max_spec_len` hint."""
+    from specverify.kernels.torch.rejection import recovered
+
+    kw.pop("max_spec_len")
+    recovered(**kw)
+
+
+def next_token_in_vocab_only(**kw):
+    """`eagle.next_token_padded` for an engine whose sampler never emits an id >= V: it never compares
+    ids with the vocabulary size, so an out-of-vocabulary id counts as valid."""
+    ours(**{**kw, "vocab_size": 2**31 - 1})
