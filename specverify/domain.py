@@ -50,6 +50,7 @@ FIELD_KEYS = {"layout", "given", "reason"}
 TOP_KEYS = {"fields", "bounds", "excludes"}
 DECLARATION_KEYS = ("impl", "domain", "dialect", "validates")
 MAX_DECLARATION = 1 << 16     # bytes of a --declare file
+LARGEST = 1 << 64             # no value in a bound's expression may pass this (a declaration cannot stall the judge)
 
 
 class DomainError(LookupError):
@@ -330,7 +331,10 @@ def evaluate(prefix: str, text: str, expression: str) -> float:
                 raise DomainError(f"{prefix}: bound {text!r}: exponents are 0 to 64")
             if isinstance(node.op, (ast.Div, ast.FloorDiv)) and right == 0:
                 raise DomainError(f"{prefix}: bound {text!r}: division by zero")
-            return ARITHMETIC[type(node.op)](left, right)
+            found = ARITHMETIC[type(node.op)](left, right)
+            if abs(found) > LARGEST:
+                raise DomainError(f"{prefix}: bound {text!r}: a value past 2**64 on the way")
+            return found
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             return -value(node.operand)
         raise DomainError(f"{prefix}: bound {text!r}: only integers and + - * / // ** (no names: "
