@@ -117,9 +117,7 @@ def fresh_caller(ctx: Context) -> Iterator[Context]:
     if not getattr(base, "isolated", False):
         yield ctx
         return
-    from specverify.worker import Isolated
-
-    caller = Isolated(base.stage_name, base.source, base.lib, base.device, base.timeout, base.memory)
+    caller = base.like()
     try:
         problem = caller.start()
         if problem is not None:
@@ -168,15 +166,13 @@ def on_devices(target: Target) -> str | None:
 
 def device_callers(target: Target, base) -> list:
     """One caller per visible device ("cuda:i"; CPU: "cpu" each time), built like `base`."""
-    from specverify.worker import Isolated
-
     count = device_count(target.device)
     names = [f"cuda:{i}" for i in range(count)] if target.device == "cuda" else ["cpu"] * count
     if not getattr(base, "isolated", False):
         return [InProcess(base.impl, base.lib, name, base.timeout) for name in names]
     callers = []
     for name in names:
-        caller = Isolated(base.stage_name, base.source, base.lib, name, base.timeout, base.memory)
+        caller = base.like(name)
         problem = caller.start()
         if problem is not None:
             for started in callers + [caller]:

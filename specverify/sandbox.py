@@ -64,8 +64,8 @@ def own_proc() -> None:
 
 
 def limit_runner(memory: int | None, device: str) -> None:
-    """The runner's resource limits: no core files; `memory` bytes of address space on a CPU worker."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    """The runner's address space: `memory` bytes on a CPU worker (no core files is set for the whole
+    tree by `contain`)."""
     if memory and device == "cpu":
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 

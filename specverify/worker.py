@@ -64,19 +64,12 @@ def context():
     return ctx
 
 
-def answer_limit(plan: Plan) -> int:
-    """Most bytes a call's JSON header may take: returned values scale with the plan's data."""
-    return (1 << 20) + 64 * data_bytes(plan)
-
-
-def item_limit(plan: Plan) -> int:
-    """Most elements a returned value may have before the worker stops describing it."""
-    return 4096 + 4 * data_bytes(plan)
-
-
-def data_bytes(plan: Plan) -> int:
+def answer_limits(plan: Plan) -> tuple[int, int]:
+    """(most bytes a call's JSON header may take, most elements a returned value may have before the
+    worker stops describing it): both scale with the plan's data."""
     values = sum(len(pickle.dumps(v)) for v in plan.values.values())
-    return plan.size + values + sum(a.nbytes for _, a in plan.containers.values())
+    data = plan.size + values + sum(a.nbytes for _, a in plan.containers.values())
+    return (1 << 20) + 64 * data, 4096 + 4 * data
 
 
 # --- values crossing the process boundary: JSON-safe, types kept ------------------------------------
@@ -261,8 +254,9 @@ class Channel:
         self.conn, self.fd, self.sentinel = conn, conn.fileno(), sentinel
         os.set_blocking(self.fd, False)
 
-    def wait(self, events: int, deadline: float | None) -> bool:
-        """Until the socket is ready for `events` (True), the deadline passes or the worker ends (False)."""
+    def wait(self, events: int, deadline: float | None) -> str:
+        """Until the socket is ready for `events` ("ready"), the worker ends ("ended") or the deadline
+        passes ("late")."""
         poller = select.poll()
         poller.register(self.fd, events)
         poller.register(self.sentinel, select.POLLIN)
@@ -270,15 +264,18 @@ class Channel:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             ready = dict(poller.poll(None if left is None else left * 1000))
             if self.fd in ready:
-                return True
-            if self.sentinel in ready or left == 0:
-                return False
+                return "ready"
+            if self.sentinel in ready:
+                return "ended"
+            if left == 0:
+                return "late"
 
     def read_exact(self, n: int, deadline: float | None, started: bool) -> bytes:
         chunks, got = [], 0
         while got < n:
-            if not self.wait(select.POLLIN, deadline):
-                raise Incomplete(ended=time.monotonic() < (deadline or float("inf")), started=started or got > 0)
+            why = self.wait(select.POLLIN, deadline)
+            if why != "ready":
+                raise Incomplete(ended=why == "ended", started=started or got > 0)
             try:
                 chunk = os.read(self.fd, min(n - got, 1 << 20))
             except BlockingIOError:
@@ -307,7 +304,7 @@ class Channel:
         head = struct.pack("!i", len(data)) if len(data) <= 0x7FFFFFFF else struct.pack("!iQ", -1, len(data))
         view = memoryview(head + data)
         while view:
-            if not self.wait(select.POLLOUT, deadline):
+            if self.wait(select.POLLOUT, deadline) != "ready":
                 return False
             try:
                 view = view[os.write(self.fd, view[:1 << 20]):]
@@ -337,30 +334,12 @@ class Isolated:
         self.load_error: CallError | None = None     # loading failed once: every later call says so
         self.fingerprint: dict | None = None      # the implementation's module, as the worker found it
 
+    def like(self, device: str | None = None) -> "Isolated":
+        """A new, unstarted caller of the same implementation with the same limits (on `device`, or this one's)."""
+        return Isolated(self.stage_name, self.source, self.lib, device or self.device, self.timeout, self.memory)
+
     def output_tail(self) -> str:
         return tail(self.log.name)
-
-    def spawn(self):
-        """A started worker process and the judge's end of its connection; one retry with a fresh
-        forkserver when the server is gone."""
-        for attempt in (1, 2):
-            ctx = context()
-            parent, child = ctx.Pipe()
-            process = ctx.Process(target=worker_main, daemon=True,
-                                  args=(child, self.stage_name, self.source, self.lib, self.device, self.log.name,
-                                        self.memory))
-            try:
-                process.start()
-            except (EOFError, OSError, ConnectionError):   # the forkserver died: start it again
-                parent.close()
-                child.close()
-                restart_forkserver()
-                if attempt == 2:
-                    raise
-                continue
-            child.close()
-            return process, parent
-        raise AssertionError("unreachable")
 
     def start(self) -> CallError | None:
         """Start the worker and load the implementation (once: a failure is kept for every later call)."""
@@ -368,11 +347,11 @@ class Isolated:
             return self.load_error
         Path(self.log.name).write_text("")
         try:
-            self.process, conn = self.spawn()
+            self.process, self.channel = spawn(worker_main, (self.stage_name, self.source, self.lib, self.device,
+                                                             self.log.name, self.memory))
         except (EOFError, OSError, ConnectionError) as exc:
             self.load_error = CallError("load", f"could not start a worker process: {error_text(exc)}")
             return self.load_error
-        self.channel = Channel(conn, self.process.sentinel)
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         try:
             answer = parse_header(self.channel.read_frame(deadline, LOAD_ANSWER))
@@ -434,10 +413,11 @@ class Isolated:
             if problem is not None:
                 return Result(None, {}, None, problem)
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
-        if not self.channel.send((plan, arena.tobytes(), checked, probe, item_limit(plan)), deadline):
+        header_bytes, items = answer_limits(plan)
+        if not self.channel.send((plan, arena.tobytes(), checked, probe, items), deadline):
             return Result(None, {}, None, self.died() if not self.process.is_alive() else self.late(False))
         try:
-            header = parse_header(self.channel.read_frame(deadline, answer_limit(plan)))
+            header = parse_header(self.channel.read_frame(deadline, header_bytes))
             data = self.channel.read_frame(deadline, plan.size, exact=True)
             error = header["error"]
             error = None if error is None else CallError(str(error[0]), str(error[1])[:300],
@@ -469,6 +449,27 @@ class Isolated:
         return CallError("timeout", f"timed out after {self.timeout:g} s", trace=trace)
 
 
+def spawn(main, args: tuple):
+    """`main(conn, *args)` started in a worker process, and the judge's Channel to it; one retry with a
+    fresh forkserver when the server is gone (the second failure is raised)."""
+    for attempt in (1, 2):
+        ctx = context()
+        parent, child = ctx.Pipe()
+        process = ctx.Process(target=main, args=(child, *args), daemon=True)
+        try:
+            process.start()
+        except (EOFError, OSError, ConnectionError):   # the forkserver died: start it again
+            parent.close()
+            child.close()
+            restart_forkserver()
+            if attempt == 2:
+                raise
+            continue
+        child.close()
+        return process, Channel(parent, process.sentinel)
+    raise AssertionError("unreachable")
+
+
 def restart_forkserver() -> None:
     """Forget a forkserver that is gone, so the next context() starts a new one."""
     from multiprocessing import forkserver
@@ -493,16 +494,10 @@ def ask_once(main, args: tuple, timeout: float, limit: int) -> dict | str:
     """Run `main(conn, *args)` in a contained worker process and read the one JSON object it answers
     (within `timeout` seconds and `limit` bytes); a one-line problem (str) otherwise. The worker and all it
     started are ended before this returns."""
-    ctx = context()
-    parent, child = ctx.Pipe()
-    process = ctx.Process(target=main, args=(child, *args), daemon=True)
     try:
-        process.start()
+        process, channel = spawn(main, args)
     except (EOFError, OSError, ConnectionError):
-        restart_forkserver()
-        return "its worker process could not be started (the forkserver was lost; try again)"
-    child.close()
-    channel = Channel(parent, process.sentinel)
+        return "its worker process could not be started (the forkserver was lost twice)"
     try:
         return parse_header(channel.read_frame(time.monotonic() + timeout, limit))
     except Incomplete as exc:
@@ -516,4 +511,4 @@ def ask_once(main, args: tuple, timeout: float, limit: int) -> dict | str:
         if process.pid is not None:
             sandbox.end(process.pid)
         process.join(10)
-        parent.close()
+        channel.conn.close()
