@@ -283,8 +283,35 @@ def render(stage: Stage) -> str:
         caption = inspect.getdoc(stage.worked)
         out += [*wrap(caption), ""] if caption else []
         out += ["```", *worked_lines(stage, stage.worked()), "```", ""]
+    out += declarable_lines(stage)
     out += dialect_lines(stage)
     return "\n".join(out)
+
+
+def declarable_lines(stage: Stage) -> list[str]:
+    """What an outside implementation's declared domain may say of this stage (`specverify.domain`)."""
+    from specverify.domain import declarable
+
+    allowed, items = declarable(stage), []
+    for name, f in allowed["fields"].items():
+        if f["layouts"]:
+            items.append(f"`{name}`: layout `contiguous` or `rows` (unit column step)")
+        if f["dtypes"] and not f["dtype_follows"]:
+            items.append(f"`{name}`: dtypes, a part of {', '.join(f['dtypes'])}")
+        if f["dtype_follows"]:
+            items.append(f"`{name}`: has the dtype of `{f['dtype_follows']}`")
+        if f["optional"]:
+            items.append(f"`{name}`: `given = false` (always None) or `given = true` (always given)")
+    items += [f"bound on `{name}` (the contract: `{name} >= {low}`)" for name, low in allowed["bounds"].items()]
+    items += [f"excludes `{klass}` ({field}: {CLASS_WORDS[kind]})" for klass, (field, kind) in allowed["classes"].items()]
+    if not items:
+        return []
+    return ["### What a declared domain may restrict", "",
+            *wrap("Each with its reason, in a `--declare` file or a vendor's table (README: Declared domains):"),
+            "", *[f"- {item}" for item in items], ""]
+
+
+CLASS_WORDS = {"oov": "an id >= V", "placeholder": "a -1", "true": "a True entry"}
 
 
 def dialect_lines(stage: Stage) -> list[str]:

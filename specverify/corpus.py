@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import specverify
-from specverify import cases, materialize
+from specverify import cases, dialects, materialize
 from specverify.backends import Target
 from specverify.calls import error_text, invoke
 from specverify.checks import Context, Outcome, Replay, validates
@@ -63,6 +63,7 @@ def replay(target: Target, ctx: Context) -> Outcome:
     files = case_files(stage.name, ctx.cases_dir)
     outcome.planned = len(files)
     not_asked = outside = 0
+    inexact: dict[str, int] = {}
     for position, (origin, path) in enumerate(files):
         if ctx.deadline is not None and time.monotonic() > ctx.deadline:
             outcome.notes.append(f"the target's time limit was spent: {len(files) - position} case(s) not replayed")
@@ -80,6 +81,10 @@ def replay(target: Target, ctx: Context) -> Outcome:
             continue
         if target.domain is not None and target.domain.outside(stage, example):
             outside += 1
+            continue
+        why = dialects.inexact(stage, example)
+        if why:
+            inexact[why] = inexact.get(why, 0) + 1
             continue
         case = Replay(path.stem, path, example.tier, origin)
         outcome.replays.append(case)
@@ -108,6 +113,9 @@ def replay(target: Target, ctx: Context) -> Outcome:
     if outside:
         outcome.notes.append(f"{outside} case(s) outside the declared domain ({target.domain.summary()}): "
                              "not replayed")
+    for why, count in inexact.items():
+        outcome.notes.append(f"{count} case(s) outside where {dialects.words(stage, stage.dialect)} judges "
+                             f"byte for byte ({why}): not replayed")
     outcome.seconds = time.perf_counter() - started
     summarize(outcome, target.label)
     return outcome

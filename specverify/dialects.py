@@ -72,3 +72,12 @@ def words(stage: Stage, name: str) -> str:
         return ""
     d = stage.dialects.get(name)
     return f"dialect {name} ({d.words})" if d is not None else f"dialect {name}"
+
+
+def inexact(stage: Stage, example) -> str | None:
+    """Why the dialect `stage` is judged by cannot judge the stored valid-tier `example` byte for byte
+    (None where it can, or where the record's own rule judges)."""
+    d = stage.dialects.get(stage.dialect) if stage.dialect else None
+    if d is None or d.inexact is None or example.tier != "valid":
+        return None
+    return d.inexact(example)

@@ -9,16 +9,19 @@ data, checked against the stage's record by `parse`:
      "excludes": {"discarded_rows": "..."}}
 
 What may be declared comes from the record (`declarable`): a layout class for a field that may be strided
-(`contiguous`; `rows`, rows strided with unit column step), `given = false` (always None) for an optional
-input, and a bound on a name in `Stage.bounds`
-(a shape symbol or an int scalar its strategies draw within the context's limits) by an integer
-expression, and an input class in `Stage.classes` the implementation never receives. Every restriction carries its reason (the engine's call site that guarantees it). A name the
-record lacks, a value it does not allow, a bound that widens the contract or leaves it as it is, or a
+(`contiguous`; `rows`, rows strided with unit column step), a proper subset of the dtypes of a field whose
+record allows several, `given = false` (always None) or `given = true` (always given) for an optional
+input, a bound on a name in `Stage.bounds` (a shape symbol or an int scalar its strategies draw within the
+context's limits) by an integer expression, and an input class in `Stage.classes` the implementation
+never receives. Every restriction carries its reason (the engine's call site that guarantees it). A name
+the record lacks, a value it does not allow, a bound that widens the contract or leaves it as it is, or a
 restriction without a reason is a DomainError (one line, exit status 2).
 
-The domain is a parameter of drawing: `project` maps every drawn example onto its layouts and optional
-inputs (values unchanged), and the strategies read the bounds and the excluded classes from `DrawContext`.
-`outside` says why a stored case lies outside the domain (the corpus check counts it, not replays it).
+The domain is a parameter of drawing: the strategies read the bounds, dtypes, presences and excluded
+classes from `DrawContext` (a drawn choice mapped into the domain, never a rejected draw), and `project`
+maps every drawn example onto its layouts, its absent optional inputs and its integer dtypes (values
+unchanged). `outside` says why a stored case lies outside the domain (the corpus check counts it, not
+replays it).
 """
 from __future__ import annotations
 
@@ -46,7 +49,8 @@ LAYOUT_TEXT = {"contiguous": "contiguous", "rows": "unit column step", "any": "a
 BOUND = re.compile(r"^\s*([A-Za-z_]\w*)\s*(<=|<|>=|>)\s*(.+?)\s*$")
 ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
               ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow}
-FIELD_KEYS = {"layout", "given", "reason"}
+FIELD_KEYS = {"layout", "dtypes", "given", "reason"}
+SCALAR_DTYPES = {"int", "float", "bool"}   # Python scalars: their type is no dtype a domain may narrow
 TOP_KEYS = {"fields", "bounds", "excludes"}
 DECLARATION_KEYS = ("impl", "domain", "dialect", "validates")
 MAX_DECLARATION = 1 << 16     # bytes of a --declare file
@@ -59,9 +63,9 @@ class DomainError(LookupError):
 
 @dataclass(frozen=True)
 class Restriction:
-    kind: str          # "layout", "given", "bound", "excludes"
+    kind: str          # "layout", "dtypes", "given", "bound", "excludes"
     subject: str       # the field, the bounded name, or the excluded input class
-    value: object      # layout class; bool (given); (low, high), None where unbounded; (field, kind) excluded
+    value: object      # layout class; dtypes tuple; bool (given); (low, high), None where unbounded; (field, kind)
     reason: str        # the engine's call site that guarantees it
 
     @property
@@ -71,6 +75,8 @@ class Restriction:
             return f"`{self.subject}` {LAYOUT_TEXT[str(self.value)]}"
         if self.kind == "excludes":
             return f"no `{self.subject}`"
+        if self.kind == "dtypes":
+            return f"`{self.subject}` {' or '.join(self.value)}"
         if self.kind == "given":
             return f"`{self.subject}` always given" if self.value else f"`{self.subject}` always None"
         low, high = self.value
@@ -126,7 +132,32 @@ class Domain:
             elif r.kind == "given" and not r.value and name != example.bad_field:
                 inputs[name] = None
                 layouts.pop(name, None)
+            elif r.kind == "dtypes" and name != example.bad_field:
+                self.project_dtype(stage_of(self.stage), name, r.value, inputs, outputs)
         return replace(example, inputs=inputs, layouts=layouts, outputs=outputs)
+
+    @staticmethod
+    def project_dtype(stage: Stage, name: str, allowed: tuple[str, ...], inputs: dict, outputs: dict) -> None:
+        """Field `name` (an integer input cast where every value fits, or an output buffer) and the fields
+        whose dtype follows it, in the first allowed dtype, where the drawn one is not allowed."""
+        if name in outputs:
+            dtype = outputs[name].dtype
+        elif isinstance(inputs.get(name), np.ndarray):
+            inputs[name] = within_dtypes(inputs[name], allowed)
+            dtype = inputs[name].dtype.name
+        else:
+            return
+        if dtype not in allowed:
+            dtype = allowed[0]
+            if name in outputs:
+                outputs[name] = replace(outputs[name], dtype=dtype)
+        for follower, leader in stage.dtype_follows.items():
+            if leader != name:
+                continue
+            if follower in outputs:
+                outputs[follower] = replace(outputs[follower], dtype=dtype)
+            elif isinstance(inputs.get(follower), np.ndarray) and inputs[follower].dtype.kind in "iu":
+                inputs[follower] = within_dtypes(inputs[follower], (dtype,))
 
     def outside(self, stage: Stage, example: Example) -> list[str]:
         """The restrictions a stored case lies outside (none: it is inside the domain); the field an
@@ -145,6 +176,11 @@ class Domain:
             elif r.kind == "given":
                 if (value is not None) != r.value:
                     found.append(r.short)
+            elif r.kind == "dtypes":
+                dtype = example.outputs[name].dtype if name in example.outputs else \
+                    value.dtype.name if isinstance(value, np.ndarray) else None
+                if dtype is not None and dtype not in r.value:
+                    found.append(r.short)
             elif r.kind == "excludes":
                 if in_class(example, sizes, *r.value):
                     found.append(r.short)
@@ -154,6 +190,25 @@ class Domain:
                 if drawn is not None and ((low is not None and drawn < low) or (high is not None and drawn > high)):
                     found.append(r.short)
         return found
+
+
+def stage_of(name: str) -> Stage:
+    from specverify import registry
+
+    return registry.all_stages()[name]
+
+
+def within_dtypes(values: np.ndarray, allowed: tuple[str, ...]) -> np.ndarray:
+    """`values` in the first of the `allowed` integer dtypes that holds every value exactly (the drawn
+    array where none does, or where the dtypes are not integers: the draw sites map those)."""
+    if values.dtype.name in allowed or values.dtype.kind not in "iu":
+        return values
+    for dtype in allowed:
+        if np.dtype(dtype).kind in "iu":
+            info = np.iinfo(dtype)
+            if not values.size or (int(values.min()) >= info.min and int(values.max()) <= info.max):
+                return values.astype(dtype)
+    return values
 
 
 def narrowed(layout: Layout | None, klass: str) -> Layout | None:
@@ -171,12 +226,14 @@ def narrowed(layout: Layout | None, klass: str) -> Layout | None:
 
 def in_class(example: Example, sizes: dict[str, int], name: str, kind: str) -> bool:
     """Whether input `name` of `example` holds a member of an input class of `kind` ("oov": a value
-    >= V; "true": a True entry)."""
+    >= V; "placeholder": a -1; "true": a True entry)."""
     values = example.inputs.get(name)
     if not isinstance(values, np.ndarray) or not values.size or name == example.bad_field:
         return False
     if kind == "true":
         return bool(values.any())
+    if kind == "placeholder":
+        return bool((values == -1).any())
     vocab = example.inputs.get("vocab_size", sizes.get("V"))
     return isinstance(vocab, int) and bool((values >= vocab).any())
 
@@ -205,7 +262,10 @@ def declarable(stage: Stage) -> dict[str, dict]:
     declared; and the names it may bound, with the contract's own lowest value."""
     fields = {}
     for f in stage.inputs + stage.outputs:
+        dtypes = tuple(f.dtype.split("|"))
         fields[f.name] = {"layouts": LAYOUTS if f.strided else (),
+                          "dtypes": dtypes if len(dtypes) > 1 and not SCALAR_DTYPES & set(dtypes) else (),
+                          "dtype_follows": stage.dtype_follows.get(f.name),
                           "optional": f.optional and f in stage.inputs and f.name not in stage.presence_follows}
     return {"fields": fields, "bounds": dict(stage.bounds), "classes": dict(stage.classes)}
 
@@ -258,7 +318,7 @@ def field_restrictions(prefix: str, fields: dict, name: str, entry: object) -> l
     if name not in fields:
         raise DomainError(f"{prefix}: the record has no field {name!r} (fields: {', '.join(fields)})")
     if not isinstance(entry, dict):
-        raise DomainError(f"{prefix}: domain.fields.{name} must be a table (layout, given, reason)")
+        raise DomainError(f"{prefix}: domain.fields.{name} must be a table (layout, dtypes, given, reason)")
     unknown = sorted(set(entry) - FIELD_KEYS)
     if unknown:
         raise DomainError(f"{prefix}: domain.fields.{name}: unknown key {unknown[0]!r} "
@@ -274,19 +334,38 @@ def field_restrictions(prefix: str, fields: dict, name: str, entry: object) -> l
         if klass == "any":
             raise DomainError(f"{prefix}: {name}: layout 'any' is the whole contract: it restricts nothing")
         found.append(Restriction("layout", name, klass, reason))
+    if "dtypes" in entry:
+        if record["dtype_follows"]:
+            raise DomainError(f"{prefix}: {name} has the dtype of {record['dtype_follows']} by the contract: "
+                              f"declare the dtypes of {record['dtype_follows']}")
+        found.append(Restriction("dtypes", name, dtype_subset(prefix, name, record["dtypes"], entry["dtypes"]),
+                                 reason))
     if "given" in entry:
         if not record["optional"]:
             raise DomainError(f"{prefix}: {name} is not an optional input whose presence a domain may fix: "
                               f"'given' does not apply")
         if not isinstance(entry["given"], bool):
             raise DomainError(f"{prefix}: {name}: given must be true or false")
-        if entry["given"]:
-            raise DomainError(f"{prefix}: {name}: 'given = true' cannot be drawn by this version; "
-                              f"declare it only as 'given = false' (always None)")
         found.append(Restriction("given", name, entry["given"], reason))
     if not found:
-        raise DomainError(f"{prefix}: domain.fields.{name} restricts nothing (say layout or given)")
+        raise DomainError(f"{prefix}: domain.fields.{name} restricts nothing (say layout, dtypes or given)")
     return found
+
+
+def dtype_subset(prefix: str, name: str, record: tuple[str, ...], declared: object) -> tuple[str, ...]:
+    """The declared dtypes of field `name`: a non-empty proper subset of the record's, in the record's order."""
+    if not record:
+        raise DomainError(f"{prefix}: {name} has one dtype in the contract: no dtypes to declare")
+    if not isinstance(declared, list) or not declared or not all(isinstance(d, str) for d in declared):
+        raise DomainError(f"{prefix}: {name}: dtypes must be a non-empty list of dtype names")
+    unknown = [d for d in declared if d not in record]
+    if unknown:
+        raise DomainError(f"{prefix}: {name}: dtype {unknown[0]!r} is not one of the record's "
+                          f"({', '.join(record)})")
+    if set(declared) == set(record):
+        raise DomainError(f"{prefix}: {name}: dtypes {', '.join(record)} are the whole contract: "
+                          f"they restrict nothing")
+    return tuple(d for d in record if d in declared)
 
 
 def need_reason(where: str, reason: object) -> str:

@@ -159,9 +159,30 @@ class DrawContext:
         """Whether the declared domain excludes the input class `klass` (a name in `Stage.classes`)."""
         return self.domain is not None and self.domain.of("excludes", klass) is not None
 
+    def excluded_kinds(self, name: str) -> frozenset[str]:
+        """The kinds of value ("oov", "placeholder", "true") the declared domain excludes from input `name`."""
+        if self.domain is None:
+            return frozenset()
+        return frozenset(r.value[1] for r in self.domain.restrictions if r.kind == "excludes" and r.value[0] == name)
+
     def limits(self, name: str, low: int, high: int) -> tuple[int, int]:
         """[low, high] for a drawn size or scalar `name`, narrowed to the declared domain's bound on it."""
         return (low, high) if self.domain is None else self.domain.limits(name, low, high)
+
+    def given(self, name: str) -> bool | None:
+        """The declared domain's presence of optional input `name`: True always given, False always None,
+        None drawn either way."""
+        return None if self.domain is None else self.domain.of("given", name)
+
+    def dtype(self, name: str, drawn: str, candidates: tuple[str, ...] = ()) -> str:
+        """The drawn dtype of field `name` mapped into the declared domain: `drawn` where the domain allows
+        it, else the first of `candidates` it allows (`drawn` where it allows none of them), else its first
+        allowed dtype. A draw of the whole
+        contract is unchanged (a seed finds what it found)."""
+        allowed = None if self.domain is None else self.domain.of("dtypes", name)
+        if not allowed or drawn in allowed:
+            return drawn
+        return next((c for c in candidates if c in allowed), drawn if candidates else allowed[0])
 
     @property
     def max_batch(self) -> int:
@@ -188,6 +209,8 @@ class Dialect:
     impls: Mapping[str, str] = field(default_factory=dict)  # our implementations that follow it, by backend
     valid: Strategy | None = None               # valid-tier draws (e.g. that reach its ties)
     hazard: Strategy | None = None              # hazard-tier draws
+    # a stored valid-tier case on which this dialect's verdict is not exact: the reason (None: it is exact)
+    inexact: Callable[[Example], str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -221,8 +244,11 @@ class Stage:
     bounded: Mapping[str, int | None] = field(default_factory=dict)
     # optional inputs whose presence follows from other inputs: a declared domain cannot make them always None
     presence_follows: tuple[str, ...] = ()
+    # field -> the field whose dtype it must have: a declared domain names the dtypes of the latter only
+    dtype_follows: Mapping[str, str] = field(default_factory=dict)
     # input classes a declared domain may exclude, each (field, kind) with kind "oov" (a value >= V, from the
-    # vocab_size input or the symbol V) or "true" (a True entry); its strategies draw none when excluded
+    # vocab_size input or the symbol V), "placeholder" (a -1) or "true" (a True entry); its strategies draw
+    # none when excluded
     classes: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     @property

@@ -46,3 +46,18 @@ def next_token_in_vocab_only(**kw):
     """`eagle.next_token_padded` for an engine whose sampler never emits an id >= V: it never compares
     ids with the vocabulary size, so an out-of-vocabulary id counts as valid."""
     ours(**{**kw, "vocab_size": 2**31 - 1})
+
+
+def random_reading_oov_from_the_next_row(**kw):
+    """`rejection.random` indexed as vLLM's kernel indexes it: an out-of-vocabulary draft d at token t is
+    not rejected unread; its probabilities are read at flat offset t * V + d, in the next row (zero past
+    the table's end), and the draft can be accepted and emitted."""
+    from specverify.kernels.torch.rejection import random
+
+    def widened(table):
+        if table is None:
+            return None
+        tokens, vocab = table.shape
+        flat = torch.cat([table.contiguous().reshape(-1), table.new_zeros(8)])
+        return torch.as_strided(flat, (tokens, vocab + 8), (vocab, 1))
+    random(**{**kw, "target_probs": widened(kw["target_probs"]), "draft_probs": widened(kw["draft_probs"])})

@@ -9,6 +9,7 @@ dialect. On CUDA, a Triton kernel written with `/` (tests/approx_div_kernel.py) 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -193,3 +194,33 @@ def test_the_approximate_kernel_differs_only_in_its_division():
 
 def test_reports_say_approximate_f32_division():
     assert dialects.words(RANDOM, "approx_div") == "dialect approx_div (approximate f32 division)"
+
+
+def test_a_corpus_case_inside_the_approximate_division_band_is_counted_not_replayed(tmp_path, capsys):
+    """Under `approx_div` a stored valid-tier case whose uniform lies inside the band has no fair byte
+    verdict: the corpus check counts it apart; the record's rule still replays it."""
+    from specverify import cases
+
+    example = approx_div_example()
+    x = example.inputs
+    inside = x["uniform_probs"].copy()
+    inside[0] = float(np.float32(x["target_probs"][0, x["draft_token_ids"][0]] /
+                                 x["draft_probs"][0, x["draft_token_ids"][0]]))
+    stored = replace(example, inputs={**x, "uniform_probs": inside})
+    assert draw.approx_div_inexact(stored) and draw.approx_div_inexact(example) is None
+    cases.save(tmp_path / "cases", "rejection.random", stored, {"origin": "test"})
+    cases.save(tmp_path / "cases", "rejection.random", example, {"origin": "test"})
+
+    def corpus(*dialect):
+        report = tmp_path / "r.json"
+        status = main(["check", "--stage", "rejection.random", "--impl", "tests.approx_div_kernel:random",
+                       "--device", "cpu", "--check", "corpus", "--cases", str(tmp_path / "cases"),
+                       "--json", str(report), *dialect])
+        capsys.readouterr()
+        return status, json.loads(report.read_text())["outcomes"][0]
+    status, outcome = corpus("--dialect", "approx_div")
+    assert status == 0, outcome
+    assert any("1 case(s) outside where dialect approx_div (approximate f32 division) judges byte for byte "
+               "(a uniform within 6 f32 steps of f32(p / q)): not replayed" in n for n in outcome["notes"]), outcome
+    _, whole = corpus()
+    assert whole["examples"] == outcome["examples"] + 1, (whole, outcome)

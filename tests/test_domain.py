@@ -2,6 +2,7 @@
 corpus), the domain in every report, and `validates` asking the invalid tier of an outside implementation."""
 import json
 import pickle
+import re
 from dataclasses import replace
 
 import pytest
@@ -176,27 +177,83 @@ def test_a_vendor_declares_the_domain_in_its_mapping(tmp_path, capsys):
     assert "must be JSON-safe data" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name,field", [(s.name, f.name) for s in STAGES.values() for f in s.inputs
-                                        if domain.declarable(s)["fields"][f.name]["optional"]])
-def test_an_optional_input_declared_absent_is_never_drawn_and_the_draws_stay_valid(name, field):
+OPTIONAL = [(s.name, f.name) for s in STAGES.values() for f in s.inputs if domain.declarable(s)["fields"][f.name]["optional"]]
+
+
+@pytest.mark.parametrize("presence", [False, True], ids=["absent", "given"])
+@pytest.mark.parametrize("name,field", OPTIONAL)
+def test_an_optional_input_declared_absent_or_given_is_drawn_so_and_the_draws_stay_valid(name, field, presence):
     from specverify import harness
     stage = STAGES[name]
-    dom = domain.parse(stage, {"fields": {field: {"given": False, "reason": "the engine never passes it"}}}, "t")
-    chosen = replace(target(stage, "oracle", "cpu"), domain=dom)
+    dom = domain.parse(stage, {"fields": {field: {"given": presence, "reason": "the engine's only caller"}}}, "t")
+    for tier in ("valid", "hazard") if stage.hazard else ("valid",):
+        chosen = replace(target(stage, "oracle", "cpu"), domain=dom)
 
-    @settings(max_examples=15, database=None, deadline=None)
-    @given(tier_strategy(chosen, "valid"))
-    def drawn(example):
-        assert example.inputs[field] is None
-        harness.expect(stage, example)   # the oracle accepts it: still a valid call
-    drawn()
+        @settings(max_examples=15, database=None, deadline=None)
+        @given(tier_strategy(chosen, tier))
+        def drawn(example):
+            assert (example.inputs[field] is not None) == presence
+            if tier == "valid":
+                harness.expect(stage, example)   # the oracle accepts it: still a valid call
+        drawn()
+
+
+DTYPED = [(s.name, f.name, d) for s in STAGES.values() for f in s.inputs + s.outputs
+          if not domain.declarable(s)["fields"][f.name]["dtype_follows"]
+          for d in domain.declarable(s)["fields"][f.name]["dtypes"]]
+
+
+@pytest.mark.parametrize("name,field,dtype", DTYPED)
+def test_a_declared_dtype_is_the_only_one_drawn_in_every_tier_and_the_draws_stay_valid(name, field, dtype):
+    from specverify import harness
+    stage = STAGES[name]
+    dom = domain.parse(stage, {"fields": {field: {"dtypes": [dtype], "reason": "the engine's tensors"}}}, "t")
+    assert dom.summary() == f"`{field}` {dtype}"
+    for tier in ("valid", "hazard") if stage.hazard else ("valid",):
+        chosen = replace(target(stage, "oracle", "cpu"), domain=dom)
+
+        @settings(max_examples=12, database=None, deadline=None)
+        @given(tier_strategy(chosen, tier))
+        def drawn(example):
+            value = example.inputs.get(field)
+            found = example.outputs[field].dtype if field in example.outputs else \
+                None if value is None else str(value.dtype)
+            assert found in (None, dtype), (tier, found)
+            for follower, leader in stage.dtype_follows.items():
+                if leader == field and example.inputs.get(follower) is not None:
+                    assert str(example.inputs[follower].dtype) == dtype, follower
+            if tier == "valid":
+                harness.expect(stage, example)
+        drawn()
+
+
+def test_a_declared_dtype_must_narrow_the_records():
+    stage = STAGES["eagle.copy_and_expand_inputs"]
+    for dtypes, words in [(["int16"], "dtype 'int16' is not one of the record's (int32, int64)"),
+                          (["int64", "int32"], "are the whole contract: they restrict nothing"),
+                          ([], "must be a non-empty list")]:
+        with pytest.raises(DomainError, match=re.escape(words)):
+            domain.parse(stage, {"fields": {"query_start_loc": {"dtypes": dtypes, "reason": "x"}}}, "t")
+    with pytest.raises(DomainError, match="out_positions has the dtype of target_positions by the contract"):
+        domain.parse(stage, {"fields": {"out_positions": {"dtypes": ["int32"], "reason": "x"}}}, "t")
+    with pytest.raises(DomainError, match="has one dtype in the contract"):
+        domain.parse(STAGES["rejection.random"], {"fields": {"target_probs": {"dtypes": ["float32"], "reason": "x"}}},
+                     "t")
+
+
+def test_a_stored_case_of_another_dtype_is_outside_the_declared_domain():
+    stage = STAGES["eagle.copy_and_expand_inputs"]
+    example = stage.worked()
+    dtype = example.inputs["query_start_loc"].dtype.name
+    other = "int32" if dtype == "int64" else "int64"
+    dom = domain.parse(stage, {"fields": {"query_start_loc": {"dtypes": [other], "reason": "x"}}}, "t")
+    assert dom.outside(stage, example) == [f"`query_start_loc` {other}"]
+    assert dom.outside(stage, dom.project(example)) == []
 
 
 def test_an_optional_input_whose_presence_follows_from_others_cannot_be_declared_absent():
     with pytest.raises(DomainError, match="inv_q is not an optional input whose presence a domain may fix"):
         domain.parse(STAGES["rejection.sample"], {"fields": {"inv_q": {"given": False, "reason": "x"}}}, "t")
-    with pytest.raises(DomainError, match="'given = true' cannot be drawn"):
-        domain.parse(STAGES["rejection.random"], {"fields": {"draft_probs": {"given": True, "reason": "x"}}}, "t")
 
 
 def test_information_draws_say_what_happens_outside_the_domain(tmp_path, capsys):
@@ -275,3 +332,74 @@ def test_an_excluded_input_class_is_never_drawn_and_a_kernel_without_it_conforms
     assert outside["judged"] and outside["failed"], outside   # outside the domain it counts an OOV id as valid
     with pytest.raises(DomainError, match="excludes 'oov_drafts': not an input class of this stage's record"):
         domain.parse(stage, {"excludes": {"oov_drafts": "x"}}, "t")
+
+
+NO_OOV_DRAFTS = """
+[domain.excludes]
+oov_drafts = "the engine's drafter proposes ids in [0, V) only"
+"""
+
+
+@pytest.mark.parametrize("name", [n for n, s in STAGES.items() if "oov_drafts" in s.classes])
+def test_excluded_draft_classes_are_never_drawn_in_any_tier(name):
+    stage = STAGES[name]
+    dom = domain.parse(stage, {"excludes": {"oov_drafts": "x", "placeholder_drafts": "y"}}, "t")
+    for tier in ("valid", "hazard"):
+        chosen = replace(target(stage, "oracle", "cpu"), domain=dom)
+
+        @settings(max_examples=25, database=None, deadline=None)
+        @given(tier_strategy(chosen, tier))
+        def drawn(example):
+            drafts, vocab = example.inputs["draft_token_ids"], example.inputs["target_probs"].shape[-1]
+            assert ((drafts >= 0) & (drafts < vocab)).all(), drafts
+        drawn()
+
+
+def test_a_kernel_reading_an_oov_draft_from_the_next_row_conforms_only_where_drafts_stay_in_vocabulary(
+        tmp_path, capsys):
+    def run(*extra):
+        report = tmp_path / "r.json"
+        status = main(["check", "--stage", "rejection.random", "--impl",
+                       "tests.domain_kernels:random_reading_oov_from_the_next_row", "--device", "cpu",
+                       "--examples", "60", "--check", "valid", "--json", str(report),
+                       "--findings", str(tmp_path / "f"), *extra])
+        return status, json.loads(report.read_text()), capsys.readouterr().out
+    status, report, out = run()
+    assert status == 1 and "output_token_ids" in report["outcomes"][0]["headline"], report["outcomes"][0]
+    status, report, out = run(*declare(tmp_path, NO_OOV_DRAFTS))
+    assert status == 0, out
+    assert "conforms within its declared domain: no `oov_drafts`" in out
+    [outside] = report["verdicts"][0]["outside"]
+    assert outside["judged"] and outside["failed"], outside   # outside the domain it emits an OOV draft
+
+
+HINT_GIVEN = """
+[domain.fields.max_spec_len]
+given = true
+reason = "vLLM's sampler passes the batch's max_spec_len from its metadata"
+"""
+
+
+def grid_check(tmp_path, capsys, device, checks, *extra):
+    report = tmp_path / "grid.json"
+    status = main(["check", "--stage", "rejection.recovered", "--impl",
+                   "tests.hint_grid_kernel:recovered_on_a_request_grid", "--device", device, "--examples", "30",
+                   *[a for c in checks for a in ("--check", c)], "--json", str(report),
+                   "--findings", str(tmp_path / "f"), *extra])
+    return status, json.loads(report.read_text()), capsys.readouterr().out
+
+
+def test_a_request_grid_kernel_sized_by_the_hint_conforms_with_and_without_it(tmp_path, capsys):
+    status, report, out = grid_check(tmp_path, capsys, "cpu", ["valid"])
+    assert status == 0, out
+    status, report, out = grid_check(tmp_path, capsys, "cpu", ["valid"], *declare(tmp_path, HINT_GIVEN))
+    assert status == 0 and "`max_spec_len` always given" in out, out
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="the no-sync check needs CUDA")
+def test_the_host_hint_lets_a_request_grid_kernel_launch_without_a_device_read(tmp_path, capsys):
+    status, report, out = grid_check(tmp_path, capsys, "cuda", ["valid", "no-sync"], *declare(tmp_path, HINT_GIVEN))
+    assert status == 0, out
+    status, report, out = grid_check(tmp_path, capsys, "cuda", ["valid", "no-sync"])
+    failed = {o["check"] for o in report["outcomes"] if o["status"] == "failed"}
+    assert status == 1 and failed == {"no-sync"}, report["outcomes"]

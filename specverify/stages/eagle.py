@@ -112,6 +112,7 @@ def prepare_padded_bench(batch: int, vocab: int, rng: np.random.Generator) -> Ex
 
 PREPARE_INPUTS_PADDED = Stage(
     name="eagle.prepare_inputs_padded",
+    dtype_follows={"token_indices_to_sample": "query_start_loc"},
     doc="rejected tokens and the index to sample of each of the first num_reqs requests",
     inputs=(
         I("cu_num_draft_tokens", "int32", "B", doc="inclusive offsets of each request's drafts"),
@@ -175,6 +176,7 @@ def verify_prepare_example() -> Example:
 
 VERIFY_AND_PREPARE_PADDED = Stage(
     name="eagle.verify_and_prepare_padded",
+    dtype_follows={"token_indices_to_sample": "query_start_loc"},
     doc="the padded EAGLE step after the target pass, fused: greedy verification, next token, prepare inputs",
     inputs=(
         I("draft_token_ids", "int32", "T", doc="draft ids, request by request; -1 and ids >= V allowed"),
@@ -267,6 +269,7 @@ def prepare_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
 
 PREPARE_INPUTS = Stage(
     name="eagle.prepare_inputs",
+    dtype_follows={"new_query_start_loc": "query_start_loc", "token_indices": "query_start_loc", "new_seq_lens": "seq_lens"},
     doc="drop rejected tokens from each query: new offsets, kept token indices, shorter sequences",
     inputs=(
         I("query_start_loc", IDX, "B+1", doc=QSL),
@@ -351,6 +354,7 @@ def copy_expand_bench(batch: int, vocab: int, rng: np.random.Generator) -> Examp
 
 COPY_AND_EXPAND_INPUTS = Stage(
     name="eagle.copy_and_expand_inputs",
+    dtype_follows={"next_token_ids": "target_token_ids", "query_end_loc": "query_start_loc", "out_input_ids": "target_token_ids", "out_positions": "target_positions"},
     doc="lay out each request's drafting input: kept ids, next token, parallel slots, rejected padding",
     inputs=(
         I("target_token_ids", IDX, "N", doc="the target pass's input ids; N may exceed qsl[B]"),
@@ -437,6 +441,7 @@ def extend_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
 
 EXTEND_QUERIES = Stage(
     name="eagle.extend_queries",
+    dtype_follows={"new_query_start_loc": "query_start_loc", "new_seq_lens": "seq_lens"},
     doc="every query grows by N tokens: shifted offsets, longer sequences",
     inputs=(I("query_start_loc", IDX, "B+1", doc=QSL),
             I("seq_lens", IDX, "B", doc="sequence length of each request, >= 0"),
@@ -500,6 +505,7 @@ def step_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
 
 STEP_SLOT_MAPPING = Stage(
     name="eagle.step_slot_mapping",
+    dtype_follows={"clamped_positions": "positions"},
     bounded={"B": None},   # B counts block-table rows (the batch plus graph padding rows), not drawn as a batch
     doc="one drafting step: next positions (clamped past max_model_len), their KV slots, longer sequences",
     inputs=(

@@ -126,6 +126,7 @@ FILL_COMMON_INPUTS = Stage(
 
 STEP_CONTEXT = Stage(
     name="graph.step_context",
+    dtype_follows={"history_lengths": "q_seqlens", "num_ignored_history": "q_seqlens", "q_start_loc": "q_seqlens", "kv_seqlens": "q_seqlens"},
     doc="per step: query starts, visible KV lengths, packed positions and the running sums of both",
     semantics=(
         "For each request b with a query of q tokens after h history tokens, of which a sliding window "

@@ -123,6 +123,7 @@ def spec_metadata_bench(batch: int, vocab: int, rng: np.random.Generator) -> Exa
 
 SPEC_METADATA = Stage(
     name="output.spec_metadata",
+    dtype_follows={"draft_token_ids": "input_ids"},
     doc="logits positions of each request's drafts and bonus, and the draft ids they verify",
     inputs=(
         I("num_draft_tokens", "int", "B", doc="n[r], a list of Python ints, zeros allowed"),

@@ -20,6 +20,9 @@ from specverify.strategies import rejection as draw
 f32, i32, i64 = np.float32, np.int32, np.int64
 
 CU = "inclusive offsets: request r owns draft positions start(r) .. cu[r] - 1"
+# the draft ids an engine's drafter may never produce (vLLM's random kernel reads an out-of-vocabulary
+# draft's probabilities from the next row; FlashInfer's reads a -1 draft's from column -1)
+DRAFT_CLASSES = {"oov_drafts": ("draft_token_ids", "oov"), "placeholder_drafts": ("draft_token_ids", "placeholder")}
 DRAFTS = "draft ids, request by request; -1 and ids >= V allowed"
 BONUS = "the token a row emits after accepting all its drafts"
 SPEC = "S: the row width of the output minus one; every request has at most S drafts"
@@ -233,12 +236,13 @@ RANDOM_DIALECTS = {
   it is moved to the first f64 above it; the edges just outside are drawn on purpose), where every such
   division decides alike: the verdict stays byte exact. The hazard tier is the record's.""",
         words="approximate f32 division", oracle=oracle.random, worked=approx_div_example,
-        valid=draw.random_approx_div_valid),
+        valid=draw.random_approx_div_valid, inexact=draw.approx_div_inexact),
 }
 
 
 RANDOM = Stage(
     name="rejection.random",
+    classes=DRAFT_CLASSES,
     doc="rejection sampling of the non-greedy rows: accept while p/q >= u, the recovered token at the first reject",
     inputs=(
         I("draft_token_ids", "int32", "T", doc=DRAFTS),
@@ -313,6 +317,7 @@ def recovered_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example
 
 RECOVERED = Stage(
     name="rejection.recovered",
+    classes=DRAFT_CLASSES,
     doc="per draft token: the lowest index maximizing residual * inv_q (the replacement for a rejected draft)",
     inputs=(
         I("cu_num_draft_tokens", "int32", "B", doc=CU),
@@ -383,6 +388,7 @@ def expand_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
 
 EXPAND = Stage(
     name="rejection.expand",
+    dtype_follows={"expanded": "x"},
     doc="broadcast a per-request value to the request's tokens, replacing one value",
     inputs=(
         I("x", "float32|int32|int64", "B", doc="one value per request"),
@@ -455,6 +461,7 @@ def sample_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
 
 SAMPLE = Stage(
     name="rejection.sample",
+    classes=DRAFT_CLASSES,
     presence_follows=("uniform_probs", "inv_q"),   # given exactly when is_greedy is
     doc="the whole verification step: greedy rows against the argmax, the others by rejection sampling",
     inputs=(
@@ -616,6 +623,7 @@ def sample_padded_bench(batch: int, vocab: int, rng: np.random.Generator) -> Exa
 
 SAMPLE_PADDED = Stage(
     name="rejection.sample_padded",
+    classes=DRAFT_CLASSES,
     presence_follows=("uniform_probs", "inv_q"),   # given exactly when is_greedy is
     doc="rejection.sample on the padded [B, K] layout; every row written in full",
     inputs=(

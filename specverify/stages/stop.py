@@ -34,6 +34,7 @@ def spec_stopping_bench(batch: int, vocab: int, rng: np.random.Generator) -> Exa
 
 SPEC_STOPPING = Stage(
     name="stop.spec_stopping",
+    dtype_follows={"new_num_appendable": "num_appendable"},
     doc="where each request stops among this step's emitted tokens (its stop ids or its length budget)",
     inputs=(
         I("output_token_ids", IDS, "B, K1", strided=True, doc="K1 = K+1 columns: the emitted tokens, then -1"),

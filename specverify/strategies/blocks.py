@@ -157,9 +157,11 @@ def vocab_size(draw, ctx: DrawContext) -> int:
 
 
 @st.composite
-def host_hint(draw, name: str, largest: int) -> int | None:
-    """An optional host hint of a value the data holds (`largest`): None, the value itself, or above it."""
+def host_hint(draw, name: str, largest: int, given: bool | None = None) -> int | None:
+    """An optional host hint of a value the data holds (`largest`): None (unless the declared domain says
+    it is always `given`), the value itself, or above it."""
     hint = draw(st.sampled_from([None, 0, 0, 1, 3]))
+    hint = 0 if given and hint is None else hint
     label(f"{name}: {'None' if hint is None else 'exact' if hint == 0 else 'above the data'}")
     return None if hint is None else largest + hint
 
@@ -168,15 +170,18 @@ SMALL_ARRAY = 8   # arrays up to this size get their values drawn one by one (th
 
 
 @st.composite
-def token_ids(draw, size: int, vocab: int, dtype: str = "int32", stress: bool = False) -> np.ndarray:
+def token_ids(draw, size: int, vocab: int, dtype: str = "int32", stress: bool = False,
+              excluded: frozenset[str] = frozenset()) -> np.ndarray:
     """Ids in [0, V) (or a small part of it, see `bound`), with placeholder (-1) and out-of-vocabulary
-    (V, V+7) ids mixed in at drawn rates (both when `stress`). Up to SMALL_ARRAY ids are drawn one by
-    one, so a shrunk case shows the smallest ids that still fail."""
+    (V, V+7) ids mixed in at drawn rates (both when `stress`), except the kinds a declared domain
+    `excluded` ("placeholder", "oov"). Up to SMALL_ARRAY ids are drawn one by one, so a shrunk case
+    shows the smallest ids that still fail."""
     mix = draw(st.sampled_from(["valid", "placeholders", "oov", "both"]))
     mix = "both" if stress else mix
     label(f"ids: {mix}")
     specials = {"valid": [], "placeholders": [PLACEHOLDER], "oov": [vocab, vocab + 7],
                 "both": [PLACEHOLDER, vocab, vocab + 7]}[mix]
+    specials = [v for v in specials if ("placeholder" if v == PLACEHOLDER else "oov") not in excluded]
     if size <= SMALL_ARRAY:
         label("ids: drawn one by one")
         valid = st.integers(0, vocab - 1)
@@ -224,9 +229,9 @@ def index_dtype(allowed: tuple[str, ...] = ("int32", "int64")) -> st.SearchStrat
 
 
 @st.composite
-def labelled_dtype(draw, field: str) -> str:
-    """int32 or int64 for an index field whose dtype the contract leaves open."""
-    dtype = draw(index_dtype())
+def labelled_dtype(draw, field: str, ctx: DrawContext) -> str:
+    """int32 or int64 for an index field whose dtype the contract leaves open (within the declared domain)."""
+    dtype = ctx.dtype(field, draw(index_dtype()))
     label(f"dtype: {field} {dtype}")
     return dtype
 

@@ -162,7 +162,7 @@ def prepare_padded_valid(draw, ctx: DrawContext) -> Example:
     b = batch.batch
     num_reqs = draw(st.one_of(st.just(b), st.integers(0, b)))
     num_reqs = min(num_reqs, max(b - 1, 0)) if stress else num_reqs
-    qsl = exclusive_offsets(draw(query_lengths(batch.counts)), draw(labelled_dtype("query_start_loc")))
+    qsl = exclusive_offsets(draw(query_lengths(batch.counts)), draw(labelled_dtype("query_start_loc", ctx)))
     cu, count = inclusive_offsets(batch.counts), draw(sampled_counts(batch.counts, stress)).astype(np.int32)
     if num_reqs < b:
         label("num_reqs < B")
@@ -245,10 +245,10 @@ def verify_prepare_valid(draw, ctx: DrawContext) -> Example:
     rng = draw(generator())
     top = draw(bound(vocab))
     argmax = rng.integers(0, top, batch.num_tokens).astype(np.int64)
-    is_greedy = draw(rejection.greedy_rows(b, stress))
+    is_greedy = draw(rejection.greedy_rows(b, stress, ctx.given("is_greedy")))
     num_reqs = draw(st.one_of(st.just(b), st.integers(0, b)))
     num_reqs = min(num_reqs, max(b - 1, 0)) if stress else num_reqs
-    qsl = exclusive_offsets(draw(query_lengths(counts)), draw(labelled_dtype("query_start_loc")))
+    qsl = exclusive_offsets(draw(query_lengths(counts)), draw(labelled_dtype("query_start_loc", ctx)))
     if num_reqs < b:
         label("num_reqs < B")
         if draw(st.booleans()) or stress:
@@ -366,7 +366,7 @@ def prepare_valid(draw, ctx: DrawContext) -> Example:
     seq_lens = q + rng.integers(0, draw(bound(300)), len(q)) * draw(st.sampled_from([0, 1]))
     if (seq_lens == rejected).any():
         label("prepare: a sequence left empty")
-    dtypes = [draw(labelled_dtype(f)) for f in ("query_start_loc", "seq_lens", "num_draft_tokens", "num_sampled")]
+    dtypes = [draw(labelled_dtype(f, ctx)) for f in ("query_start_loc", "seq_lens", "num_draft_tokens", "num_sampled")]
     qsl = exclusive_offsets(q, dtypes[0])
     b = batch.batch
     return Example(
@@ -418,7 +418,7 @@ def copy_expand_valid(draw, ctx: DrawContext) -> Example:
     b = 1 if kind == "single" else draw(batch_size(ctx, 0, ctx.max_batch // 2))
     rng = draw(generator())
     q = rng.integers(1, (1 if kind == "single" else draw(st.sampled_from([2, 6, 12]))) + 1, b)
-    qsl = exclusive_offsets(q, draw(labelled_dtype("query_start_loc")))
+    qsl = exclusive_offsets(q, draw(labelled_dtype("query_start_loc", ctx)))
     ends = qsl[1:] - 1
     if draw(st.booleans()) or stress:
         ends = qsl[:-1] + rng.integers(0, q)
@@ -428,7 +428,7 @@ def copy_expand_valid(draw, ctx: DrawContext) -> Example:
     if spare:
         label("copy_expand: buffers longer than needed")
     tokens, vocab = int(qsl[-1]) + spare, draw(vocab_size(ctx))
-    ids, positions = draw(labelled_dtype("target_token_ids")), draw(labelled_dtype("target_positions"))
+    ids, positions = draw(labelled_dtype("target_token_ids", ctx)), draw(labelled_dtype("target_positions", ctx))
     shift, parallel = draw(st.booleans()) or stress, draw(st.sampled_from([1, 1, 2, 3, 5]))
     parallel = max(parallel, 2) if stress else parallel
     label(f"copy_expand: shift={shift}, P={'1' if parallel == 1 else '>1'}")
@@ -443,7 +443,7 @@ def copy_expand_valid(draw, ctx: DrawContext) -> Example:
                 "padding_token_id": draw(st.sampled_from([0, PLACEHOLDER, vocab])),
                 "parallel_drafting_token_id": draw(st.sampled_from([vocab - 1, vocab, 0])),
                 "P": parallel, "shift_input_ids": shift,
-                "max_query_len": draw(host_hint("max_query_len", int(q.max(initial=0))))},
+                "max_query_len": draw(host_hint("max_query_len", int(q.max(initial=0)), ctx.given("max_query_len")))},
         outputs=buffers(out_input_ids=((size,), ids), out_positions=((size,), positions),
                         out_is_rejected_token_mask=((size,), "bool"), out_is_masked_token_mask=((size,), "bool"),
                         out_new_token_indices=((b * parallel,), "int32"),
@@ -489,8 +489,8 @@ def extend_valid(draw, ctx: DrawContext) -> Example:
     b = 1 if kind == "single" else draw(batch_size(ctx))
     rng = draw(generator())
     q = np.ones(1, np.int64) if kind == "single" else rng.integers(0, 12, b)
-    qsl = exclusive_offsets(q, draw(labelled_dtype("query_start_loc")))
-    seq_dtype = draw(labelled_dtype("seq_lens"))
+    qsl = exclusive_offsets(q, draw(labelled_dtype("query_start_loc", ctx)))
+    seq_dtype = draw(labelled_dtype("seq_lens", ctx))
     return Example(
         tier="valid",
         inputs={"query_start_loc": qsl, "seq_lens": (q + rng.integers(0, draw(bound(4000)), b)).astype(seq_dtype),
@@ -546,7 +546,7 @@ def step_valid(draw, ctx: DrawContext) -> Example:
     block, blocks = draw(st.sampled_from([1, 7, 16])), draw(st.integers(1, 6))
     max_model_len = draw(st.sampled_from([blocks * block, blocks * block + 3, max(1, blocks * block // 2), 1]))
     rng = draw(generator())
-    pos_dtype, table_dtype, seq_dtype = (draw(labelled_dtype(f)) for f in ("positions", "block_table", "seq_lens"))
+    pos_dtype, table_dtype, seq_dtype = (draw(labelled_dtype(f, ctx)) for f in ("positions", "block_table", "seq_lens"))
     positions = draw(step_positions(rng, batch, max_model_len, blocks * block, stress))
     if (positions + 1 >= max_model_len).any():
         label("step: a position reaches max_model_len")

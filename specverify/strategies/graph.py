@@ -96,7 +96,7 @@ def fill_valid(draw, ctx: DrawContext) -> Example:
         label("fill: kv running sum near int32")
         room = (INT32_MAX - pad * (max_batch - batch)) // batch - width
         history = np.minimum(rng.integers(room // 2, room + 1, batch), room)
-    dtypes = {f: draw(labelled_dtype(f)) for f in ("block_offsets", "q_start_loc", "q_seqlens", "kv_seqlens")}
+    dtypes = {f: draw(labelled_dtype(f, ctx)) for f in ("block_offsets", "q_start_loc", "q_seqlens", "kv_seqlens")}
     top = draw(st.sampled_from([4096, INT32_MAX]))
     table = rng.integers(0, top, (batch, blocks), endpoint=True)
     if top == INT32_MAX and table.size:
@@ -217,7 +217,7 @@ def step_valid(draw, ctx: DrawContext, low: int = 0) -> Example:
     uniform = batch == 0 or bool((q == q[0]).all())
     flag = uniform and draw(st.booleans())
     label(f"step: uniform={uniform}, flag={flag}")
-    dtype = draw(labelled_dtype("q_seqlens"))
+    dtype = draw(labelled_dtype("q_seqlens", ctx))
     rng = draw(generator())
     history = rng.integers(0, 4096, batch) * draw(st.sampled_from([0, 1, 1]))
     window = draw(st.sampled_from(["none", "some", "all"]))
@@ -319,7 +319,7 @@ def dsa_example(draw, ctx: DrawContext, tier: str) -> Example:
     rank = draw(st.integers(0, dcp - 1))
     label(f"dsa: dcp_size {dcp}" + (", last rank" if rank == dcp - 1 and dcp > 1 else ""))
     blocks = draw(st.sampled_from([1, 4, 16, 64] if not ctx.small else [1, 4, 16]))
-    dtypes = {f: draw(labelled_dtype(f)) for f in ("q_seqlens", "kv_seqlens", "cu_q", "block_offsets")}
+    dtypes = {f: draw(labelled_dtype(f, ctx)) for f in ("q_seqlens", "kv_seqlens", "cu_q", "block_offsets")}
     table = rng.integers(0, draw(st.sampled_from([4096, INT32_MAX])), (batch, blocks), endpoint=True)
     layouts = draw(sliced(["q_seqlens", "kv_seqlens", "cu_q"]))
     layouts.update(draw(sliced(["block_offsets"], 2)))

@@ -132,7 +132,10 @@ def commit_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     heads = draw(st.sampled_from([1, 2, 3, 4]))
     dim = draw(st.sampled_from([1, 3, 8, 16, 64]))
     src_dtype = draw(st.sampled_from(SOURCES))
-    cache_dtype = draw(st.sampled_from([src_dtype, *FP8]))
+    for name in ("key", "value", "key_cache", "value_cache"):   # a same-dtype cache needs a source it allows
+        src_dtype = ctx.dtype(name, src_dtype, SOURCES)
+    choices = (src_dtype, *FP8)
+    cache_dtype = ctx.dtype("value_cache", ctx.dtype("key_cache", draw(st.sampled_from(choices)), choices), choices)
     layout = draw(st.sampled_from(LAYOUTS))
     block_size = draw(st.sampled_from([1, 2, 5, 16]))
     label(f"cache: {src_dtype} -> {cache_dtype}")

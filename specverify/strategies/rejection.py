@@ -15,10 +15,11 @@ from specverify.strategies.blocks import (PLACEHOLDER, aim, DraftBatch, batch_si
 
 
 @st.composite
-def greedy_rows(draw, batch: int, stress: bool = False) -> np.ndarray | None:
-    """is_greedy: None (every row greedy), all True, all False, or mixed (always when `stress`)."""
+def greedy_rows(draw, batch: int, stress: bool = False, given: bool | None = None) -> np.ndarray | None:
+    """is_greedy: None (every row greedy), all True, all False, or mixed (always when `stress`); never
+    None when the declared domain says it is always `given`."""
     kind = draw(st.sampled_from(["none", "all", "no", "mixed"]))
-    kind = "mixed" if stress else kind
+    kind = "mixed" if stress else "all" if given and kind == "none" else kind
     rng = draw(generator())
     label(f"is_greedy: {kind}")
     if kind == "none":
@@ -29,11 +30,12 @@ def greedy_rows(draw, batch: int, stress: bool = False) -> np.ndarray | None:
 
 
 @st.composite
-def drafts_against(draw, target: np.ndarray, counts: np.ndarray, vocab: int, stress: bool = False) -> np.ndarray:
+def drafts_against(draw, target: np.ndarray, counts: np.ndarray, vocab: int, stress: bool = False,
+                   excluded: frozenset[str] = frozenset()) -> np.ndarray:
     """int32 drafts for flattened requests: each request matches `target` for a drawn prefix (all, none,
     anywhere, or near its end; one of the long ones when `stress`), then differs (another valid id
-    close to the target, a placeholder or an out-of-vocabulary id); after that first difference,
-    drafts match again at random, which must not matter."""
+    close to the target, a placeholder or an out-of-vocabulary id, except the kinds a declared domain
+    `excluded`); after that first difference, drafts match again at random, which must not matter."""
     rng = draw(generator())
     kind = draw(st.sampled_from(["all", "none", "anywhere", "near the end"]))
     kind = "near the end" if stress and kind in ("none", "anywhere") else kind
@@ -51,6 +53,10 @@ def drafts_against(draw, target: np.ndarray, counts: np.ndarray, vocab: int, str
         other = np.select([rng.random(size) < 0.2, rng.random(size) < 0.2], [PLACEHOLDER, oov], other)
     else:           # a single id: a differing draft is a placeholder or out of the vocabulary
         other = np.where(rng.random(size) < 0.5, PLACEHOLDER, oov)
+    if "placeholder" in excluded:
+        other = np.where(other == PLACEHOLDER, oov if "oov" not in excluded or vocab == 1 else target, other)
+    if "oov" in excluded:
+        other = np.where(other >= vocab, PLACEHOLDER if "placeholder" not in excluded else target, other)
     after_cut = position > accepted[request]
     matches = (position < accepted[request]) | (after_cut & (rng.random(size) < 0.5))
     return np.where(matches, target, other).astype(np.int32)
@@ -71,7 +77,7 @@ def greedy_valid(draw, ctx: DrawContext) -> Example:
             "target_argmax": argmax,
             "bonus_token_ids": rng.integers(0, top, batch.batch).astype(np.int64),
             "cu_num_draft_tokens": inclusive_offsets(batch.counts),
-            "is_greedy": draw(greedy_rows(batch.batch, kind == "stress")),
+            "is_greedy": draw(greedy_rows(batch.batch, kind == "stress", ctx.given("is_greedy"))),
             "max_spec_len": batch.max_spec_len,
         },
         outputs={"output_token_ids": Buffer((batch.batch, batch.max_spec_len + 1), "int32")},
@@ -152,10 +158,11 @@ class Tables:
 
 
 @st.composite
-def tables(draw, counts: np.ndarray, vocab: int, drafts: np.ndarray) -> Tables:
+def tables(draw, counts: np.ndarray, vocab: int, drafts: np.ndarray, given: bool | None = None) -> Tables:
     """Target and draft probabilities and the reciprocal exponential noise, with planted boundaries:
     equal maxima far apart (within and across tiles), all-zero residuals, a lone peak in the last
-    (partial) tile, zero draft probability at the drafted id, rows of -0.0 then +0.0."""
+    (partial) tile, zero draft probability at the drafted id, rows of -0.0 then +0.0. Draft
+    probabilities are never None when the declared domain says they are always `given`."""
     rng = draw(generator())
     tokens, batch = int(counts.sum()), len(counts)
     sparsity = draw(st.sampled_from([0.0, 0.5, 0.95]))
@@ -163,6 +170,7 @@ def tables(draw, counts: np.ndarray, vocab: int, drafts: np.ndarray) -> Tables:
     target[rng.random((tokens, vocab)) < sparsity] = 0
     target = (target / np.maximum(target.sum(1, keepdims=True), np.float32(1e-30))).astype(np.float32)
     kind = draw(st.sampled_from(["none", "independent", "close"]))
+    kind = "independent" if given and kind == "none" else kind
     draft = None
     if kind == "independent":
         draft = rng.random((tokens, vocab), dtype=np.float32)
@@ -315,6 +323,17 @@ def approx_div_band(drafts, t: Tables) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return can, lo.astype(np.float64), hi.astype(np.float64)
 
 
+def approx_div_inexact(ex: Example) -> str | None:
+    """Where a stored case's uniform lies inside the approximate-division band of its draft: there a
+    division within 2 ulp may decide either way, so no byte verdict is fair under `approx_div`."""
+    x = ex.inputs
+    can, lo, hi = approx_div_band(x["draft_token_ids"], Tables(x["target_probs"], x["draft_probs"], None))
+    inside = can & (x["uniform_probs"] >= lo) & (x["uniform_probs"] <= hi)
+    if not inside.any():
+        return None
+    return f"a uniform within {APPROX_DIV_STEPS} f32 steps of f32(p / q)"
+
+
 @st.composite
 def approx_div_uniforms(draw, drafts: np.ndarray, t: Tables, stress: bool = False) -> np.ndarray:
     """f64 uniforms outside the band of `approx_div_band` (a uniform drawn inside it is moved to the
@@ -343,9 +362,10 @@ def recovered_ids(rng, tokens, top) -> np.ndarray:
 
 
 @st.composite
-def hazards(draw, ex: Example) -> Example:
+def hazards(draw, ex: Example, excluded: frozenset[str] = frozenset()) -> Example:
     """A valid example made pathological: NaN and +-inf probabilities, zero noise (inv_q = inf), NaN
-    noise, zero uniforms, out-of-vocabulary drafts. Non-finite values land in whole rows or single cells."""
+    noise, zero uniforms, out-of-vocabulary drafts (unless a declared domain `excluded` them). Non-finite
+    values land in whole rows or single cells."""
     rng = draw(generator())
     x = dict(ex.inputs)
     kinds = draw(st.sets(st.sampled_from(["nan", "inf", "zero noise", "oov drafts", "zero uniforms"]), min_size=1))
@@ -362,7 +382,7 @@ def hazards(draw, ex: Example) -> Example:
         if choices:
             a[spot] = np.array(choices, np.float32)[rng.integers(0, len(choices), a.shape)][spot]
         x[name] = a
-    if "oov drafts" in kinds and x["draft_token_ids"].size:
+    if "oov drafts" in kinds and x["draft_token_ids"].size and "oov" not in excluded:
         d = x["draft_token_ids"].copy()
         vocab = x["target_probs"].shape[-1]
         d[rng.random(d.shape) < 0.5] = vocab + rng.choice([0, 7])
@@ -391,28 +411,33 @@ def row_problems(name: str, row: np.ndarray, vocab: int, most: int, rest) -> str
 def recovered_valid(draw, ctx: DrawContext) -> Example:
     kind = draw(mode())
     batch, vocab = draw(sized_batch(ctx, kind))
-    drafts = draw(token_ids(batch.num_tokens, vocab, stress=kind == "stress"))
-    t = draw(tables(batch.counts, vocab, drafts))
+    drafts = draw(token_ids(batch.num_tokens, vocab, stress=kind == "stress",
+                              excluded=ctx.excluded_kinds("draft_token_ids")))
+    t = draw(tables(batch.counts, vocab, drafts, ctx.given("draft_probs")))
     return Example(
         tier="valid",
         inputs={"cu_num_draft_tokens": inclusive_offsets(batch.counts), "draft_token_ids": drafts,
                 "draft_probs": t.draft, "target_probs": t.target, "inv_q": t.inv_q,
-                "max_spec_len": slack_hint(batch)},
+                "max_spec_len": slack_hint(batch, ctx.given("max_spec_len"))},
         outputs={"recovered_token_ids": Buffer((batch.num_tokens,), "int32")},
     )
 
 
-def slack_hint(batch: DraftBatch) -> int | None:
+def slack_hint(batch: DraftBatch, given: bool | None = None) -> int | None:
     """The `max_spec_len` host hint from the slack `draft_batch` drew above the longest request (0, 1 or
-    3): None for a slack of 1, else the batch's max_spec_len. No draw of its own, so every other field is
-    drawn as before the hint existed (a seed still finds what it found)."""
+    3): None for a slack of 1 (unless the declared domain says it is always `given`), else the batch's
+    max_spec_len. No draw of its own, so every other field is drawn as before the hint existed (a seed
+    still finds what it found)."""
     slack = batch.max_spec_len - int(batch.counts.max(initial=0))
-    label("max_spec_len: None" if slack == 1 else "max_spec_len: exact" if slack == 0 else "max_spec_len: above")
-    return None if slack == 1 else batch.max_spec_len
+    if slack == 1 and not given:
+        label("max_spec_len: None")
+        return None
+    label("max_spec_len: exact" if slack == 0 else "max_spec_len: above")
+    return batch.max_spec_len
 
 
 def recovered_hazard(ctx: DrawContext):
-    return recovered_valid(ctx).flatmap(hazards)
+    return recovered_valid(ctx).flatmap(lambda ex: hazards(ex, ctx.excluded_kinds("draft_token_ids")))
 
 
 def recovered_invariants(ex: Example, views: dict) -> list[str]:
@@ -477,8 +502,9 @@ def random_valid(draw, ctx: DrawContext, uniforms_of=uniforms) -> Example:
     batch, vocab = draw(sized_batch(ctx, kind))
     rng = draw(generator())
     top = draw(bound(vocab))
-    drafts = draw(token_ids(batch.num_tokens, vocab, stress=kind == "stress"))
-    t = draw(tables(batch.counts, vocab, drafts))
+    drafts = draw(token_ids(batch.num_tokens, vocab, stress=kind == "stress",
+                              excluded=ctx.excluded_kinds("draft_token_ids")))
+    t = draw(tables(batch.counts, vocab, drafts, ctx.given("draft_probs")))
     return Example(
         tier="valid",
         inputs={
@@ -512,7 +538,7 @@ def random_approx_div_valid(ctx: DrawContext):
 
 
 def random_hazard(ctx: DrawContext):
-    return random_valid(ctx).flatmap(hazards)
+    return random_valid(ctx).flatmap(lambda ex: hazards(ex, ctx.excluded_kinds("draft_token_ids")))
 
 
 def flat_rows_invariants(ex: Example, out: np.ndarray, written, rest) -> list[str]:
@@ -564,7 +590,7 @@ FLOAT_SPECIALS = np.array([0.0, -0.0, 1.0, -1.0, np.nan, np.inf, 0.5], np.float3
 def expand_valid(draw, ctx: DrawContext) -> Example:
     batch = draw(draft_batch(ctx))
     rng = draw(generator())
-    dtype = draw(st.sampled_from(["float32", "int32", "int64"]))
+    dtype = ctx.dtype("expanded", ctx.dtype("x", draw(st.sampled_from(["float32", "int32", "int64"]))))
     label(f"x: {dtype}")
     if dtype == "float32":
         replace_from = draw(st.sampled_from([0.0, -1.0, 0.5, 1e-7]))
@@ -620,9 +646,10 @@ def sample_valid(draw, ctx: DrawContext) -> Example:
     rng = draw(generator())
     counts = batch.counts
     guess = draw(token_ids(batch.num_tokens, vocab))
-    t = draw(tables(counts, vocab, guess))
-    drafts = draw(drafts_against(first_max_rows(t.target), counts, vocab, kind == "stress"))
-    is_greedy = draw(greedy_rows(batch.batch, kind == "stress"))
+    t = draw(tables(counts, vocab, guess, ctx.given("draft_probs")))
+    drafts = draw(drafts_against(first_max_rows(t.target), counts, vocab, kind == "stress",
+                                 ctx.excluded_kinds("draft_token_ids")))
+    is_greedy = draw(greedy_rows(batch.batch, kind == "stress", ctx.given("is_greedy")))
     noise = is_greedy is not None
     return Example(
         tier="valid",
@@ -642,7 +669,7 @@ def sample_valid(draw, ctx: DrawContext) -> Example:
 
 
 def sample_hazard(ctx: DrawContext):
-    return sample_valid(ctx).flatmap(hazards)
+    return sample_valid(ctx).flatmap(lambda ex: hazards(ex, ctx.excluded_kinds("draft_token_ids")))
 
 
 def sample_invariants(ex: Example, views: dict) -> list[str]:
@@ -719,7 +746,7 @@ def greedy_padded_valid(draw, ctx: DrawContext) -> Example:
         "draft_token_ids": drafts.astype(np.int64).reshape(batch, k),
         "target_argmax": argmax,
         "bonus_token_ids": rng.integers(0, top, batch).astype(np.int64),
-        "is_greedy": draw(greedy_rows(batch, stress)),
+        "is_greedy": draw(greedy_rows(batch, stress, ctx.given("is_greedy"))),
     }
     return Example(tier="valid", inputs=inputs, outputs=draw(padded_outputs(batch, k, stress)),
                    layouts=draw(strided(inputs, inputs, stress)))
@@ -771,9 +798,10 @@ def sample_padded_valid(draw, ctx: DrawContext) -> Example:
     rng = draw(generator())
     counts = np.full(batch, k)
     guess = draw(token_ids(batch * k, vocab))
-    t = draw(tables(counts, vocab, guess))
-    drafts = draw(drafts_against(first_max_rows(t.target), counts, vocab, stress))
-    is_greedy = draw(greedy_rows(batch, stress))
+    t = draw(tables(counts, vocab, guess, ctx.given("draft_probs")))
+    drafts = draw(drafts_against(first_max_rows(t.target), counts, vocab, stress,
+                                 ctx.excluded_kinds("draft_token_ids")))
+    is_greedy = draw(greedy_rows(batch, stress, ctx.given("is_greedy")))
     noise = is_greedy is not None
     inputs = {
         "draft_token_ids": drafts.astype(np.int64).reshape(batch, k),
@@ -791,7 +819,7 @@ def sample_padded_valid(draw, ctx: DrawContext) -> Example:
 
 
 def sample_padded_hazard(ctx: DrawContext):
-    return sample_padded_valid(ctx).flatmap(hazards)
+    return sample_padded_valid(ctx).flatmap(lambda ex: hazards(ex, ctx.excluded_kinds("draft_token_ids")))
 
 
 def sample_padded_invariants(ex: Example, views: dict) -> list[str]:

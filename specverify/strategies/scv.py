@@ -39,7 +39,7 @@ def acceptance_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     if pad:
         label("tokens past the batch (CUDA-graph padding)")
     tokens = int(counts.sum()) + pad
-    draft_dtype, target_dtype = draw(labelled_dtype("draft_token_ids")), draw(labelled_dtype("target_token_ids"))
+    draft_dtype, target_dtype = draw(labelled_dtype("draft_token_ids", ctx)), draw(labelled_dtype("target_token_ids", ctx))
     vocab = draw(vocab_size(ctx))
     rng = draw(generator())
     target = rng.integers(0, vocab, tokens)
@@ -231,11 +231,13 @@ def adaptive_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     current = draw(st.integers(max(0, low - 2), high + 2))
     if not low <= current <= high:
         label("current_k outside the bounds")
+    wide = ctx.dtype("num_draft_tokens", ctx.dtype("num_accepted_tokens", "int64"))
     if tier == "hazard":
-        accepted, drafted = draw(huge_counts(rng, accepted, drafted))
+        accepted, drafted = draw(huge_counts(rng, accepted, drafted, wide))
     containers = {name: draw(st.sampled_from(["list", "ndarray", "tensor"])) for name in
                   ("num_accepted_tokens", "num_draft_tokens")}
-    dtype = draw(index_dtype()) if tier == "valid" else "int64"
+    dtype = ctx.dtype("num_draft_tokens", ctx.dtype("num_accepted_tokens", draw(index_dtype()))) \
+        if tier == "valid" else wide
     label(f"history: {containers['num_accepted_tokens']}")
     label("history: empty" if steps == 0 else
           "history: shorter than the window" if steps < window else "history: longer than the window")
@@ -249,13 +251,13 @@ def adaptive_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
 
 
 @st.composite
-def huge_counts(draw, rng, accepted: np.ndarray, drafted: np.ndarray):
-    """Hazard: counts near 2**62, so sums over a window pass int64's range."""
+def huge_counts(draw, rng, accepted: np.ndarray, drafted: np.ndarray, dtype: str = "int64"):
+    """Hazard: counts near a quarter of the dtype's range, so sums over a window pass it."""
     if not len(drafted):
         label("hazard: empty history")
         return accepted, drafted
-    label("hazard: window sums beyond int64")
-    drafted = np.full(len(drafted), 2**62 + draw(st.integers(0, 7)), np.int64)
+    label(f"hazard: window sums beyond {dtype}")
+    drafted = np.full(len(drafted), 2**(62 if dtype == "int64" else 30) + draw(st.integers(0, 7)), np.int64)
     return (drafted - rng.integers(0, 2, len(drafted))) * (rng.random(len(drafted)) < 0.8), drafted
 
 

@@ -23,9 +23,11 @@ HIGHEST = {"int32": 2**31 - 1, "int64": 2**63 - 1}
 
 
 @st.composite
-def stop_id_rows(draw, rng: np.random.Generator, batch: int) -> np.ndarray | None:
-    """None, no columns, one list for every row, or each row its own; -1 padding trailing or anywhere."""
+def stop_id_rows(draw, rng: np.random.Generator, batch: int, given: bool | None = None) -> np.ndarray | None:
+    """None (unless the declared domain says they are always `given`), no columns, one list for every
+    row, or each row its own; -1 padding trailing or anywhere."""
     kind = draw(st.sampled_from(["per row", "shared", "per row", "empty", "per row", "none"]))
+    kind = "per row" if given and kind == "none" else kind
     label(f"stop ids: {kind}")
     if kind == "none":
         return None
@@ -82,10 +84,10 @@ def plant(rng, scenario: np.ndarray, tokens: np.ndarray, emitted: np.ndarray, st
 def spec_stopping_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     batch = draw(batch_size(ctx))
     width = 1 + draw(st.one_of(st.integers(0, 8), st.integers(0, 40)))
-    tok_dtype, budget_dtype = draw(labelled_dtype("output_token_ids")), draw(labelled_dtype("num_appendable"))
+    tok_dtype, budget_dtype = draw(labelled_dtype("output_token_ids", ctx)), draw(labelled_dtype("num_appendable", ctx))
     rng = draw(generator())
-    stop_ids = draw(stop_id_rows(rng, batch))
-    ids_dtype = draw(labelled_dtype("stop_ids")) if stop_ids is not None else "int32"
+    stop_ids = draw(stop_id_rows(rng, batch, ctx.given("stop_ids")))
+    ids_dtype = draw(labelled_dtype("stop_ids", ctx)) if stop_ids is not None else "int32"
     focus = draw(st.sampled_from(("mixed",) + SCENARIOS + ("mixed",) * 7))
     emit = draw(st.sampled_from(["ragged", "all", "ragged", "none"]))
     label(f"emitted: {emit}")
@@ -111,7 +113,7 @@ def spec_stopping_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     if tier == "hazard":
         narrow = "int32" if "int32" in (tok_dtype, ids_dtype) else "int64"
         tokens, stop_ids = draw(extreme_ids(rng, tokens, stop_ids, HIGHEST[narrow]))
-    with_counts = draw(st.booleans())
+    with_counts = draw(st.booleans()) or bool(ctx.given("num_rejected_tokens"))
     label("num_rejected_tokens: given" if with_counts else "num_rejected_tokens: None")
     rejected = (tokens == PLACEHOLDER).sum(axis=1).astype(np.int32) if with_counts else None
     layouts = {"output_token_ids": draw(layout(2))}
