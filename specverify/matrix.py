@@ -134,6 +134,7 @@ def parsed(path: Path, data: object) -> Report:
         if v["stage"] not in stages:
             raise ReportError(f"{where}.stage: {v['stage']!r} is not a stage of this suite")
         strings(v, "domain", where, optional=True)
+        strings(v, "unneeded", where, optional=True)
         need(v, "dialect", (str,), where, optional=True)
         for lw, level in items(v, "levels", where):
             for key in ("name", "check", "state", "headline"):
@@ -178,6 +179,7 @@ class Cell:
     category: str
     detail: str = ""                                # the first failure's headline, or why not checked
     domain: list[str] = field(default_factory=list)
+    unneeded: list[str] = field(default_factory=list)   # declared restrictions whose excluded draws pass
     dialect: str = ""
     waivers: list[str] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
@@ -222,7 +224,8 @@ def failures_of(verdict: dict, outcomes: list[dict]) -> tuple[list[Failure], dic
     levels = {lv["check"]: lv["name"] for lv in verdict["levels"]}
     found, kinds = [], {}
     for o in outcomes:
-        if any(o[k] != verdict[k] for k in ("stage", "backend", "device", "source")) or not o["failures"]:
+        if any(o[k] != verdict[k] for k in ("stage", "backend", "device", "source")) or not o["failures"] \
+                or (o.get("dialect") or "") != (verdict.get("dialect") or ""):
             continue
         tier = o["check"] if o["check"] != "corpus" else o["failures"][0]["tier"]
         kinds.setdefault(tier, o["kind"])
@@ -238,7 +241,8 @@ def cell_of(verdict: dict, outcomes: list[dict]) -> Cell:
     levels = {lv["name"]: lv for lv in verdict["levels"]}
     failures, kinds = failures_of(verdict, outcomes)
     failed = [lv for lv in verdict["levels"] if lv["state"] in FAILED_STATES]
-    cell = Cell("conforms", domain=list(verdict.get("domain") or []), dialect=verdict.get("dialect") or "",
+    cell = Cell("conforms", domain=list(verdict.get("domain") or []), unneeded=list(verdict.get("unneeded") or []),
+                dialect=verdict.get("dialect") or "",
                 failures=failures, waivers=sorted({w for lv in failed for w in lv["waivers"]}))
     contract = levels.get("contract", {"state": "not run", "headline": ""})
     broke = next((lv for lv in verdict["levels"] if lv["state"] == "broke"), None)
@@ -263,12 +267,14 @@ def cell_of(verdict: dict, outcomes: list[dict]) -> Cell:
 
 
 def row_key(report: Report, verdict: dict) -> tuple[str, str]:
-    """(implementation, device): a vendor's name, an outside module, or one of the suite's backends."""
+    """(implementation, device): a vendor's name, an outside module, or one of the suite's backends (its
+    kernels of a rule dialect are another implementation: a row of their own)."""
     if report.vendor is not None:
         return report.vendor["name"], verdict["device"]
     if verdict["backend"] == "impl":
         return verdict["source"].split(":")[0], verdict["device"]
-    return f"specverify {verdict['backend']}", verdict["device"]
+    dialect = verdict.get("dialect") or ""
+    return f"specverify {verdict['backend']}" + (f", dialect {dialect}" if dialect else ""), verdict["device"]
 
 
 def differences(report: Report, first: Report) -> list[str]:

@@ -65,6 +65,7 @@ MEANINGS = {"conforms": "every level asked passes", "domain": "passes, on the do
 
 def cell_notes(cell: Cell) -> list[str]:
     notes = [f"dialect: {cell.dialect}"] if cell.dialect else []
+    notes += [f"not needed, its excluded draws pass: {', '.join(cell.unneeded)}"] if cell.unneeded else []
     notes += [cell.detail] if cell.detail else []
     notes += [f"expected by {w}" for w in cell.waivers]
     return notes

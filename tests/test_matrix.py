@@ -261,7 +261,8 @@ def test_the_page_renders_in_headless_chromium(tmp_path):
 
 def test_the_committed_matrix_is_what_the_readme_command_writes(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
-    inputs = ["examples/vendor_demo/reports/report.json", "docs/matrix/specverify-torch.json"]
+    inputs = ["examples/vendor_demo/reports/report.json", "examples/vendor_domain/reports/report.json",
+              "docs/matrix/specverify-torch.json"]
     assert main(["matrix", *inputs, "--out", str(tmp_path)]) == 0
     for name in ("matrix.html", "matrix.md"):
         assert (tmp_path / name).read_text() == (ROOT / "docs" / "matrix" / name).read_text(), name
@@ -272,7 +273,15 @@ def test_the_committed_page_shows_the_demo_vendor_in_headless_chromium(tmp_path)
     dom = Dom()
     dom.feed(browse(ROOT / "docs" / "matrix" / "matrix.html", tmp_path, "--dump-dom").stdout)
     rows = [r for r in dom.rows if r]
-    assert [[c["category"] for c in r] for r in rows] == [["contract", "crashed", "robustness", "conforms"],
-                                                          ["conforms"] * 4]
-    assert [c["links"] for c in rows[0]] == [["#d0-0"], ["#d0-1"], ["#d0-2"], []]
-    assert {"d0-0", "d0-1", "d0-2"} <= dom.ids and not dom.banner and dom.scripts == 0
+    # columns: eagle.next_token_padded, eagle.extend_queries, rejection.random, rejection.recovered, rejection.expand
+    assert [[c["category"] for c in r] for r in rows] == [
+        ["contract", "crashed", "absent", "robustness", "conforms"],     # vendor_demo
+        ["domain", "absent", "domain", "absent", "absent"],              # vendor_domain
+        ["conforms"] * 5,                                                # our Torch kernels
+        ["missing", "missing", "conforms", "missing", "missing"],        # ... of dialect strict
+        ["missing", "missing", "conforms", "missing", "missing"]]        # ... of dialect strict_q0
+    assert [c["links"] for c in rows[0]] == [["#d0-0"], ["#d0-1"], [], ["#d0-3"], []]
+    assert {"d0-0", "d0-1", "d0-3"} <= dom.ids and not dom.banner and dom.scripts == 0
+    within = rows[1][2]["text"]
+    assert "dialect: strict" in within and "`draft_probs` always given" in within and "no `oov_drafts`" in within
+    assert "not needed, its excluded draws pass: no `discarded_rows`" in rows[1][0]["text"]
