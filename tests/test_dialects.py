@@ -36,8 +36,10 @@ KERNELS = {"torch": "specverify.kernels.torch.rejection", "triton": "specverify.
 
 
 def ours(backend: str, function: str, dialect: str = "") -> Target:
-    """Our kernel `function` judged by `dialect`, in process on the CPU."""
-    return Target(dialects.judged(RANDOM, dialect), BACKENDS[backend], "cpu", f"{KERNELS[backend]}:{function}",
+    """Our kernel `function` judged by `dialect`, in process (Triton on the GPU where there is one: its
+    interpreter runs only where CUDA is absent)."""
+    device = "cuda" if backend == "triton" and torch.cuda.is_available() else "cpu"
+    return Target(dialects.judged(RANDOM, dialect), BACKENDS[backend], device, f"{KERNELS[backend]}:{function}",
                   dialect=dialect)
 
 
@@ -178,7 +180,36 @@ def test_approximate_division_conforms_under_approx_div_and_is_caught_without():
         return found
 
     assert outcome("approx_div").status == "passed"
-    assert outcome("").status == "failed"
+    target = Target(RANDOM, BACKENDS["triton"], "cuda", "tests.approx_div_kernel:random", approximate)
+    assert verdict(target, division_ties()).startswith("rejection.random on triton/cuda: output_token_ids[")
+
+
+def division_ties(requests: int = 8192, seed: int = 7):
+    """One draft per request, p < q random f32, and u at the correctly rounded f32(p / q) (a tie: accept)
+    or one f32 step above it (reject): a division 1 ulp low rejects a tie, one 1 ulp high accepts above.
+    Inside approx_div's band, so only the record's rule judges it."""
+    from specverify.stage import Buffer, Example
+
+    rng = np.random.default_rng(seed)
+    p, q = np.sort(rng.random((2, requests), dtype=np.float32) * np.float32(0.9) + np.float32(0.05), axis=0)
+    ratio = (p / q).astype(np.float32)
+    u = np.where(np.arange(requests) % 2 == 0, ratio, np.nextafter(ratio, np.float32(2)))
+    probs = lambda first: np.stack([first, 1 - first], 1).astype(np.float32)   # noqa: E731
+    return Example(tier="valid", inputs={
+        "draft_token_ids": np.zeros(requests, np.int32), "bonus_token_ids": np.ones(requests, np.int64),
+        "cu_num_draft_tokens": np.arange(1, requests + 1, dtype=np.int32), "max_spec_len": 1,
+        "draft_probs": probs(q), "target_probs": probs(p), "recovered_token_ids": np.ones(requests, np.int32),
+        "uniform_probs": u.astype(np.float64), "is_greedy": np.zeros(requests, bool)},
+        outputs={"output_token_ids": Buffer((requests, 2), "int32")})
+
+
+def test_division_ties_are_valid_and_our_kernels_pass_them():
+    """The record's kernels divide correctly rounded (`tl.math.div_rn`): they pass where the approximate
+    fixture is caught."""
+    example = division_ties(512)
+    assert draw.approx_div_inexact(example)
+    for backend in ("torch", "triton"):
+        assert verdict(ours(backend, "random"), example) == "passed"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter's exact division: CPU only")

@@ -253,15 +253,17 @@ def acceptance_ratios(drafts, t: Tables) -> tuple[np.ndarray, np.ndarray]:
 @st.composite
 def uniforms(draw, drafts: np.ndarray, t: Tables, stress: bool = False) -> np.ndarray:
     """f64 uniforms; at a drawn rate (always some when `stress`) exactly at the f32 acceptance ratio,
-    or one f64 ulp either side."""
+    one f64 ulp either side, or one f32 step either side (where a division 1 ulp off decides the other way)."""
     rng = draw(generator())
     u = rng.random(len(drafts))
     rate = draw(st.sampled_from([0.0, 0.5, 1.0]))
     rate = max(rate, 0.5) if stress else rate
     label(f"uniforms: at the ratio at rate {rate}")
     can, ratio = acceptance_ratios(drafts, t)
-    side = rng.integers(0, 3, len(drafts))
-    beside = np.where(side == 0, ratio, np.nextafter(ratio, np.where(side == 1, np.inf, -np.inf)))
+    side = rng.integers(0, 5, len(drafts))
+    up = np.where(side % 2 == 1, np.inf, -np.inf)
+    f32_step = np.nextafter(ratio.astype(np.float32), up.astype(np.float32)).astype(np.float64)
+    beside = np.where(side == 0, ratio, np.where(side <= 2, np.nextafter(ratio, up), f32_step))
     return np.where(can & (rng.random(len(drafts)) < rate), beside, u)
 
 
