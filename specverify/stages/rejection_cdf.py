@@ -26,9 +26,10 @@ def cdf_call(candidates, target, draft, uniforms, u_final) -> Example:
     """A valid example from plain lists (requests of equal K)."""
     cand = np.array(candidates, np.int64)
     batch, k1 = cand.shape
+    target = np.array(target, f32).reshape(batch, k1, -1)
     return Example("valid", inputs={
-        "candidates": cand, "target_probs": np.array(target, f32).reshape(batch, k1, -1),
-        "draft_probs": np.array(draft, f32).reshape(batch, k1 - 1, -1),
+        "candidates": cand, "target_probs": target,
+        "draft_probs": np.array(draft, f32).reshape(batch, k1 - 1, target.shape[-1]),
         "uniform_samples": np.array(uniforms, f32), "uniform_final": np.array(u_final, f32),
     }, outputs=draw.buffers(batch, k1 - 1))
 

@@ -19,6 +19,7 @@ from specverify.strategies.rejection import table_budget
 
 f32 = np.float32
 CDF_VOCABS = (1, 2, 1023, 1024, 1025, 2049, 4097)   # one id, the kernels' tile edges, a few thousand
+SMALL_BATCH = 12   # the most requests of an interpreter draw
 PLANTS = ("ties", "equal rows", "q zero at draft", "q above one", "zero bonus row", "boundary", "u_final 0 or 1")
 
 
@@ -35,12 +36,14 @@ def cdf_vocab(draw, ctx: DrawContext) -> int:
 
 @st.composite
 def chain_shape(draw, ctx: DrawContext, kind: str, vocab: int) -> tuple[int, int]:
-    """(B, K): K in 0..8, B * (K + 1) * V within the table budget; (1, 1) for a "single" draw."""
+    """(B, K): K in 0..8, B * (K + 1) * V within the table budget, B <= SMALL_BATCH for the interpreter
+    (a program costs it about 0.1 s); (1, 1) for a "single" draw."""
     if kind == "single":
         return 1, 1
     k = draw(st.integers(0, 8))
     cells, tokens = table_budget(ctx)
-    batch = draw(batch_size(ctx, 0, max(1, min(tokens, cells // (vocab * (k + 1))))))
+    most = max(1, min(tokens, cells // (vocab * (k + 1))))
+    batch = draw(batch_size(ctx, 0, min(most, SMALL_BATCH) if ctx.small else most))
     label("chain: K=0 (bonus only)" if k == 0 else "chain: K=1" if k == 1 else "chain: K>1")
     label("batch: B=0" if batch == 0 else "batch: B=1" if batch == 1 else "batch: B>1")
     return batch, k
