@@ -1,9 +1,9 @@
 """Triton kernel of `rejection.chain_cdf`: one launch, one program per request.
 
 A program decides all K drafts at once (one vector of K + 1 lanes), finds its first rejection, then
-sweeps the one row it picks from twice in tiles of up to BLOCK_V: once for the total, once for the
-running sum (`tl.cumsum` per tile plus the carried sum of the tiles before), keeping the first cell
-whose running sum exceeds t = u_final * total. Every offset is int64, so rows past 2**31 elements are
+sweeps the one row it picks from in tiles of up to BLOCK_V: once for the total, once for the running
+sum (`tl.cumsum` per tile plus the carried sum of the tiles before), keeping the first cell whose
+running sum exceeds t = u_final * total. A row that fits one tile is loaded once (ONE_TILE). Every offset is int64, so rows past 2**31 elements are
 addressed correctly.
 """
 from __future__ import annotations
@@ -37,7 +37,8 @@ def residual_tile(p_row, q_row, t_v, q_v, v, vocab, q_end, Q_RANGE: tl.constexpr
 @triton.jit
 def chain_cdf_kernel(pred_ptr, idx_ptr, idx_row, idx_col, num_ptr, num_stride, cand_ptr, c_row, c_col,
                      target_ptr, t_b, t_pos, t_v, draft_ptr, q_b, q_pos, q_v, u_ptr, u_b, u_pos, uf_ptr, uf_stride,
-                     k, vocab, Q_RANGE: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK: tl.constexpr):
+                     k, vocab, Q_RANGE: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK: tl.constexpr,
+                     ONE_TILE: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     slot = tl.arange(0, BLOCK_K)
     live = slot < k
@@ -54,19 +55,26 @@ def chain_cdf_kernel(pred_ptr, idx_ptr, idx_row, idx_col, num_ptr, num_stride, c
     q_end = tl.where(num < k, vocab, 0)
     p_row = target_ptr + b * t_b + num * t_pos
     q_row = draft_ptr + b * q_b + tl.minimum(num, k - 1) * q_pos
-    total = 0.0
-    for s in range(0, vocab, BLOCK):
-        v = s + tl.arange(0, BLOCK).to(tl.int64)
-        total += tl.sum(residual_tile(p_row, q_row, t_v, q_v, v, vocab, q_end, Q_RANGE), axis=0)
-    t = tl.load(uf_ptr + b * uf_stride) * total
-    carry = total * 0.0
-    found = tl.full([], 0, tl.int64) + vocab
-    for s in range(0, vocab, BLOCK):
-        v = s + tl.arange(0, BLOCK).to(tl.int64)
+    if ONE_TILE:                          # the row fits one tile: load it once
+        v = tl.arange(0, BLOCK).to(tl.int64)
         res = residual_tile(p_row, q_row, t_v, q_v, v, vocab, q_end, Q_RANGE)
-        sums = tl.cumsum(res, axis=0) + carry
-        found = tl.minimum(found, tl.min(tl.where((v < vocab) & (sums > t) & (res > 0), v, vocab), axis=0))
-        carry += tl.sum(res, axis=0)
+        sums = tl.cumsum(res, axis=0)
+        t = tl.load(uf_ptr + b * uf_stride) * tl.sum(res, axis=0)
+        found = tl.min(tl.where((v < vocab) & (sums > t) & (res > 0), v, vocab), axis=0)
+    else:
+        total = 0.0
+        for s in range(0, vocab, BLOCK):
+            v = s + tl.arange(0, BLOCK).to(tl.int64)
+            total += tl.sum(residual_tile(p_row, q_row, t_v, q_v, v, vocab, q_end, Q_RANGE), axis=0)
+        t = tl.load(uf_ptr + b * uf_stride) * total
+        carry = total * 0.0
+        found = tl.full([], 0, tl.int64) + vocab
+        for s in range(0, vocab, BLOCK):
+            v = s + tl.arange(0, BLOCK).to(tl.int64)
+            res = residual_tile(p_row, q_row, t_v, q_v, v, vocab, q_end, Q_RANGE)
+            sums = tl.cumsum(res, axis=0) + carry
+            found = tl.minimum(found, tl.min(tl.where((v < vocab) & (sums > t) & (res > 0), v, vocab), axis=0))
+            carry += tl.sum(res, axis=0)
     token = tl.where(found < vocab, found, vocab - 1)
     written = slot <= num
     base = b * (k + 1)
@@ -87,7 +95,8 @@ def chain_cdf(*, candidates, target_probs, draft_probs, uniform_samples, uniform
         predicts, accept_index, *accept_index.stride(), accept_token_num, accept_token_num.stride(0),
         candidates, *candidates.stride(), target_probs, *target_probs.stride(), draft_probs, *draft_probs.stride(),
         uniform_samples, *uniform_samples.stride(), uniform_final, uniform_final.stride(0), k, vocab,
-        Q_RANGE=q_range, BLOCK_K=next_power_of_2(k + 1), BLOCK=min(BLOCK_V, next_power_of_2(vocab)))
+        Q_RANGE=q_range, BLOCK_K=next_power_of_2(k + 1), BLOCK=min(BLOCK_V, next_power_of_2(vocab)),
+        ONE_TILE=vocab <= BLOCK_V)
 
 
 def chain_cdf_snapshot(**fields) -> None:

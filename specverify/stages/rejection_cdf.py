@@ -132,8 +132,8 @@ Invalid: candidates not int64 [B, K+1] with K + 1 >= 1 or holding an id below -1
 uniforms or outputs of another dtype or shape (target [B, K+1, V >= 1], draft [B, K, V], uniforms
 [B, K+1] and [B], predicts [B*(K+1)], accept_index [B, K+1], accept_token_num [B], all int32 outputs).""",
     tiers={
-        "valid": "V from 1 to a few thousand (1, 2, 1023, 1024, 1025, 2049, 4097 or small; at most 2049 for "
-                 "the interpreter), K from 0 to 8, B from 0 with B*(K+1)*V bounded. Probabilities are "
+        "valid": "V from 1 to a few thousand (1, 2, 1023, 1024, 1025, 2049, 4097 or small; at most 1025 for "
+                 "the interpreter, with B <= 4), K from 0 to 8, B from 0 with B*(K+1)*V bounded. Probabilities are "
                  "multiples of 2**-bits (bits 2, 4, 8 or 16) with row sums <= 1 and 0, 50 or 90 % zero cells; "
                  "uniforms multiples of 2**-1 to 2**-8: every partial sum, difference and u * q is exact in "
                  "f32 in any order. Drafts drawn from their q row, with -1 and out-of-vocabulary ids mixed "
