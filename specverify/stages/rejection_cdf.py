@@ -139,7 +139,9 @@ uniforms or outputs of another dtype or shape (target [B, K+1, V >= 1], draft [B
                  "f32 in any order. Drafts drawn from their q row, with -1 and out-of-vocabulary ids mixed "
                  "in. Planted: ties u * q == p (and u = 0 with p = 0), q = p on whole requests (all accepted, "
                  "or an all-zero residual and V - 1), q = 0 and q > 1 at the drafted token, an all-zero bonus "
-                 "row, u_final 0 or 1, u_final putting t exactly on a running sum.",
+                 "row, u_final 0 or 1, u_final putting t exactly on a running sum, and bait for placeholders: the "
+                 "cells just before a -1 draft's rows (the last cells of the rows before it) set so that "
+                 "reading them would accept it (such rows may sum past 1: the sums stay exact).",
         "hazard": "A valid draw made pathological: general f32 rows and uniforms (sums depend on their order), "
                   "NaN, +-inf, -0.25 or 1.5 in 1 %, 30 % or every cell of p and q. Checked: num in [0, K]; "
                   "predicts holds the num accepted drafts then an id in [0, V); accept_index the slots "

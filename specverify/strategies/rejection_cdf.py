@@ -20,7 +20,8 @@ from specverify.strategies.rejection import table_budget
 f32 = np.float32
 CDF_VOCABS = (1, 2, 1023, 1024, 1025, 2049, 4097)   # one id, the kernels' tile edges, a few thousand
 SMALL_BATCH = 4    # the most requests of an interpreter draw
-PLANTS = ("ties", "equal rows", "q zero at draft", "q above one", "zero bonus row", "boundary", "u_final 0 or 1")
+PLANTS = ("ties", "equal rows", "q zero at draft", "q above one", "zero bonus row", "boundary", "u_final 0 or 1",
+          "placeholder bait")
 
 
 @st.composite
@@ -123,6 +124,12 @@ def plant(rng, chosen: set, x: dict, bits: int) -> None:
     if "u_final 0 or 1" in chosen:
         ends = rng.random(batch) < 0.5
         uf[ends] = rng.choice(np.array([0, 1], f32), batch)[ends]
+    if "placeholder bait" in chosen:    # the cells just before a -1 draft's rows (the previous rows' last
+        flat_p, flat_q = p.reshape(-1), q.reshape(-1)      # cells) would accept it, were they read
+        for b, pos in zip(*np.nonzero(drafts == PLACEHOLDER)):
+            at_p, at_q = (b * k1 + pos) * vocab - 1, (b * k + pos) * vocab - 1
+            if at_p >= 0 and at_q >= 0:
+                flat_p[at_p], flat_q[at_q] = f32(0.5), f32(0.25)
     if "boundary" in chosen:            # u_final = S_v / total exactly, for a drawn v where that is on the grid
         _, rows, _ = pick_inputs(x)
         for b, res in enumerate(rows):
