@@ -181,12 +181,15 @@ def coverage_labels(x: dict) -> None:
         label("reached: every draft accepted (bonus pick)")
     if (nums < k).any():
         label("reached: a rejection (residual pick)")
+    reached = set()
     for res, t in zip(rows, ts):
         sums = running_sums(res)
         if not sums[-1] > 0:
-            label("reached: an all-zero pick row (V - 1)")
+            reached.add("reached: an all-zero pick row (V - 1)")
         elif (sums[res > 0] == t).any():
-            label("reached: t on a running sum")
+            reached.add("reached: t on a running sum")
+    for text in sorted(reached):
+        label(text)
 
 
 def buffers(batch: int, k: int) -> dict[str, Buffer]:
