@@ -35,11 +35,13 @@ def test_bench_input_is_valid(stage):
 
 @pytest.mark.parametrize("stage", [s for s in STAGES if run.reads_vocab(s)], ids=lambda s: s.name)
 def test_bench_tables_are_realistic(stage):
-    """Stages reading probabilities get normalized f32 rows of width V, drafts in [0, V), K per request."""
+    """Stages reading probabilities get normalized f32 rows of width V, drafts in [0, V), K per request
+    (K + 1 where the record's target rows include the bonus row)."""
     example = stage.bench(8, 1000, np.random.default_rng(0))
     x = example.inputs
     target = x["target_probs"].reshape(-1, 1000)
-    assert target.dtype == np.float32 and target.shape[0] == 8 * BENCH_SPEC
+    bonus_row = "K+1" in next(f.shape for f in stage.inputs if f.name == "target_probs")
+    assert target.dtype == np.float32 and target.shape[0] == 8 * (BENCH_SPEC + bonus_row)
     assert np.allclose(target.sum(axis=1), 1, atol=1e-4)
     drafts = x.get("draft_token_ids")
     if drafts is not None:
@@ -48,7 +50,8 @@ def test_bench_tables_are_realistic(stage):
 
 def test_reads_vocab_picks_the_table_stages():
     assert {s.name for s in STAGES if run.reads_vocab(s)} == {
-        "rejection.random", "rejection.recovered", "rejection.sample", "rejection.sample_padded"}
+        "rejection.random", "rejection.recovered", "rejection.sample", "rejection.sample_padded",
+        "rejection.chain_cdf"}
 
 
 def test_settings_travel_as_a_probe_name():
