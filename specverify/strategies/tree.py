@@ -82,7 +82,7 @@ def build_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     mode = draw(st.sampled_from(oracle.MODES))
     label(f"mask: mode {mode}")
     shape, topk, depth, nodes = draw(build_shape(ctx, mode))
-    high = 1 if shape == "large" else 4 if ctx.small else 64
+    high = 1 if shape == "large" else 3 if ctx.small else 64
     batch = draw(batch_size(ctx, 0, high))
     rng = draw(generator())
     seq_kind = draw(st.sampled_from(["short", "short", "long" if mode == oracle.FULL_MASK else "short", "zero"]))
@@ -232,7 +232,7 @@ def reconstruct_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     nodes = draw(st.sampled_from(common * 3 + [32, 63, 64] if ctx.small else [*STRESS_NODES, 128]))
     budget = 1 << 12 if ctx.small else 1 << 18
     sizes = [b for b in (0, 1, 3, 16, 64) if b * nodes * nodes <= budget and b <= ctx.max_batch
-             and (b <= 16 or not ctx.small)]
+             and (b <= 3 or not ctx.small)]
     batch = draw(st.sampled_from(sizes or [min(1, ctx.max_batch)]))
     rng = draw(generator())
     kind = draw(st.sampled_from(["forest", "forest", "forest", "tree", "any"]))
@@ -305,7 +305,7 @@ def reconstruct_worked() -> Example:
 
 @st.composite
 def pack_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
-    batch = draw(batch_size(ctx, 0, 6 if ctx.small else 48))
+    batch = draw(batch_size(ctx, 0, 4 if ctx.small else 48))
     q = draw(st.sampled_from([1, 1, 2, 3, 6, 8, 16]))
     rng = draw(generator())
     kind = draw(st.sampled_from(["short", "short", "long", "empty", "mixed"]))
