@@ -111,6 +111,18 @@ def test_build_star_siblings_ascend():
     assert out["positions"].tolist() == [7, 8, 8, 8]
 
 
+def test_build_tree_deeper_than_its_steps():
+    # a kept beam of step 0 (parent_list[2]) naming a step-1 entry: entry 4 hangs below entry 3, so the tree
+    # is 3 levels deep after 2 steps (no rule forbids it; a kernel may not stop walking at `depth`)
+    odd = Example("valid", inputs={
+        "parent_list": np.array([[-1, 0, 3]], np.int64), "selected_index": np.array([[0, 3, 4]], np.int64),
+        "verified_seq_len": np.array([1], np.int64), "topk": 2, "depth": 2, "N": 4, "tree_mask_mode": 2,
+    }, outputs={"tree_mask": Buffer((4,), "uint8"), **draw.index_buffers(1, 4)})
+    out = outputs(tree.BUILD, odd)
+    assert out["positions"].tolist() == [1, 2, 3, 4]
+    assert out["tree_mask"].tolist() == [0b1, 0b11, 0b111, 0b1111]
+
+
 def test_full_mask_offsets_pass_int32():
     # no mask of 2**31 elements fits a test: the torch kernel's row offsets are checked on their own
     from specverify.kernels.torch.tree import full_mask_rows

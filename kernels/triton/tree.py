@@ -3,9 +3,8 @@
 
 A request's parents go to a scratch row first (a barrier makes them visible to the whole program);
 depths and masks then come from walking each node's ancestor chain through that row (a gather per
-level: min(N, depth + 1) levels, as a node of a valid tree is at most `depth` steps below the root),
-and the links from tiles of rows by all N nodes (the lowest matching node by a min).
-Every offset is int64.
+level, until every chain has passed the root), and the links from tiles of rows by all N nodes (the
+lowest matching node by a min). Every offset is int64.
 """
 from __future__ import annotations
 
@@ -29,7 +28,7 @@ def tile_rows(block: int) -> int:
 @launcher
 @triton.jit
 def build_kernel(pl_ptr, pl0, pl1, sel_ptr, sel0, sel1, seq_ptr, cum_ptr, parent_ptr, mask_ptr, pos_ptr, ri_ptr,
-                 nt_ptr, ns_ptr, topk, N, levels, MODE: tl.constexpr, WIDTH: tl.constexpr, BLOCK_N: tl.constexpr,
+                 nt_ptr, ns_ptr, topk, N, MODE: tl.constexpr, WIDTH: tl.constexpr, BLOCK_N: tl.constexpr,
                  ROWS: tl.constexpr, SEARCH: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     node = tl.arange(0, BLOCK_N).to(tl.int64)
@@ -68,7 +67,7 @@ def build_kernel(pl_ptr, pl0, pl1, sel_ptr, sel0, sel1, seq_ptr, cum_ptr, parent
     cur = tl.where(live, node, -1)                      # self, then each ancestor up to the root
     level = tl.zeros([BLOCK_N], dtype=tl.int64) - 1
     bits = tl.zeros([BLOCK_N], dtype=tl.int64)
-    for _ in range(0, levels):
+    while tl.max(cur, axis=0) >= 0:
         active = cur >= 0
         level += active.to(tl.int64)
         if MODE == 2:
@@ -112,7 +111,7 @@ def build(*, parent_list, selected_index, verified_seq_len, topk, depth, N, tree
         pl, *(parent_list.stride() if parent_list.numel() else (0, 0)),
         sel, *(selected_index.stride() if selected_index.numel() else (0, 0)),
         verified_seq_len, cum, parents, mask, positions, retrieve_index, retrieve_next_token,
-        retrieve_next_sibling, topk, N, min(N, depth + 1), MODE=tree_mask_mode, WIDTH=oracle.row_bytes(N),
+        retrieve_next_sibling, topk, N, MODE=tree_mask_mode, WIDTH=oracle.row_bytes(N),
         BLOCK_N=block, ROWS=tile_rows(block), SEARCH=N.bit_length() + 1)
 
 
