@@ -1,0 +1,188 @@
+"""Triton kernels of the `tree` family: one program per request (per request and 256-byte block for
+`pack_mask`), no host sync outside checked mode.
+
+A request's parents go to a scratch row first (a barrier makes them visible to the whole program);
+depths and masks then come from walking each node's ancestor chain through that row (a gather per
+level, until every chain has passed the root), and the links from tiles of rows by all N nodes (the
+lowest matching node by a min). Every offset is int64.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from specverify.kernels.checks import reads_values, validate
+from specverify.kernels.triton.launch import cdiv, launcher, next_power_of_2
+from specverify.oracles import tree as oracle
+
+TILE = 4096            # elements of a [rows, BLOCK_N] tile of the link and mask loops
+PACK_BYTES = 256       # output bytes per program of pack_mask (2048 bits)
+
+
+def tile_rows(block: int) -> int:
+    """Nodes per tile: the whole tree up to 64 nodes, else at least 16 rows of TILE elements."""
+    return min(block, max(16, TILE // block))
+
+
+@launcher
+@triton.jit
+def build_kernel(pl_ptr, pl0, pl1, sel_ptr, sel0, sel1, seq_ptr, cum_ptr, parent_ptr, mask_ptr, pos_ptr, ri_ptr,
+                 nt_ptr, ns_ptr, topk, N, MODE: tl.constexpr, WIDTH: tl.constexpr, BLOCK_N: tl.constexpr,
+                 ROWS: tl.constexpr, SEARCH: tl.constexpr):
+    b = tl.program_id(0).to(tl.int64)
+    node = tl.arange(0, BLOCK_N).to(tl.int64)
+    live = node < N
+    drafted = live & (node >= 1)
+    entry = tl.load(sel_ptr + b * sel0 + (node - 1) * sel1, mask=drafted, other=0)
+    group = entry // topk
+    beam = tl.load(pl_ptr + b * pl0 + group * pl1, mask=drafted & (group > 0), other=0)
+    lo = tl.zeros([BLOCK_N], dtype=tl.int64)            # lower bound of beam among the N-1 ascending entries
+    hi = tl.zeros([BLOCK_N], dtype=tl.int64) + (N - 1)
+    for _ in tl.static_range(SEARCH):
+        open_ = lo < hi
+        mid = (lo + hi) // 2
+        value = tl.load(sel_ptr + b * sel0 + mid * sel1, mask=open_ & drafted, other=0)
+        right = open_ & (value < beam)
+        lo = tl.where(right, mid + 1, lo)
+        hi = tl.where(open_ & (value >= beam), mid, hi)
+    parent = tl.where(drafted, tl.where(group == 0, 0, lo + 1), -1)
+    row_parents = parent_ptr + b * N
+    tl.store(row_parents + node, parent, mask=live)
+    seq = tl.load(seq_ptr + b)
+    if MODE == 0:       # FULL_MASK: rows of seq + N elements, the tree block after seq prefix columns
+        stride = seq + N
+        first = N * N * b + N * (tl.load(cum_ptr + b) - seq) + seq
+    else:
+        stride = N
+        first = N * N * b
+    if MODE != 2:       # zero the tree block; the walk below marks the ones
+        cols = tl.arange(0, BLOCK_N).to(tl.int64)
+        for r0 in range(0, N, ROWS):
+            rows = r0 + tl.arange(0, ROWS).to(tl.int64)
+            inside = (rows < N)[:, None] & (cols < N)[None, :]
+            tl.store(mask_ptr + first + rows[:, None] * stride + cols[None, :],
+                     tl.zeros([ROWS, BLOCK_N], dtype=tl.uint8), mask=inside)
+    tl.debug_barrier()
+    cur = tl.where(live, node, -1)                      # self, then each ancestor up to the root
+    level = tl.zeros([BLOCK_N], dtype=tl.int64) - 1
+    bits = tl.zeros([BLOCK_N], dtype=tl.int64)
+    while tl.max(cur, axis=0) >= 0:
+        active = cur >= 0
+        level += active.to(tl.int64)
+        if MODE == 2:
+            bits |= tl.where(active, tl.full([BLOCK_N], 1, tl.int64) << tl.maximum(cur, 0), 0)
+        else:
+            tl.store(mask_ptr + first + node * stride + cur, tl.full([BLOCK_N], 1, tl.uint8), mask=active)
+        cur = tl.load(row_parents + cur, mask=active, other=-1)
+    if MODE == 2:
+        for w in tl.static_range(WIDTH):
+            tl.store(mask_ptr + (b * N + node) * WIDTH + w, ((bits >> (8 * w)) & 0xFF).to(tl.uint8), mask=live)
+    tl.store(pos_ptr + b * N + node, seq + level, mask=live)
+    tl.store(ri_ptr + b * N + node, b * N + node, mask=live)
+    for r0 in range(0, N, ROWS):
+        rows = r0 + tl.arange(0, ROWS).to(tl.int64)
+        inside = rows < N
+        own = tl.load(row_parents + rows, mask=inside, other=-2)
+        child = tl.where(parent[None, :] == rows[:, None], node[None, :], BLOCK_N)
+        first_child = tl.min(child, axis=1)
+        later = (parent[None, :] == own[:, None]) & (own[:, None] >= 0) & (node[None, :] > rows[:, None])
+        sibling = tl.min(tl.where(later, node[None, :], BLOCK_N), axis=1)
+        tl.store(nt_ptr + b * N + rows, tl.where(first_child == BLOCK_N, -1, first_child), mask=inside)
+        tl.store(ns_ptr + b * N + rows, tl.where(sibling == BLOCK_N, -1, sibling), mask=inside)
+
+
+def build(*, parent_list, selected_index, verified_seq_len, topk, depth, N, tree_mask_mode, tree_mask,
+          positions, retrieve_index, retrieve_next_token, retrieve_next_sibling):
+    """See `specverify.oracles.tree.build`."""
+    validate(oracle.check_build, parent_list, selected_index, verified_seq_len, topk, depth, N, tree_mask_mode,
+             tree_mask, positions, retrieve_index, retrieve_next_token, retrieve_next_sibling,
+             values=reads_values(verified_seq_len))
+    batch = verified_seq_len.shape[0]
+    if batch == 0:
+        return
+    parents = torch.empty((batch, N), dtype=torch.long, device=verified_seq_len.device)
+    cum = torch.cumsum(verified_seq_len, 0) if tree_mask_mode == oracle.FULL_MASK else verified_seq_len
+    pl = parent_list if parent_list.numel() else verified_seq_len           # never read when empty
+    sel = selected_index if selected_index.numel() else verified_seq_len
+    mask = tree_mask.view(torch.uint8)
+    block = next_power_of_2(N)
+    build_kernel[(batch,)](
+        pl, *(parent_list.stride() if parent_list.numel() else (0, 0)),
+        sel, *(selected_index.stride() if selected_index.numel() else (0, 0)),
+        verified_seq_len, cum, parents, mask, positions, retrieve_index, retrieve_next_token,
+        retrieve_next_sibling, topk, N, MODE=tree_mask_mode, WIDTH=oracle.row_bytes(N),
+        BLOCK_N=block, ROWS=tile_rows(block), SEARCH=N.bit_length() + 1)
+
+
+@launcher
+@triton.jit
+def reconstruct_kernel(mask_ptr, seq_ptr, parent_ptr, pos_ptr, ri_ptr, nt_ptr, ns_ptr, N, BLOCK_N: tl.constexpr,
+                       ROWS: tl.constexpr):
+    b = tl.program_id(0).to(tl.int64)
+    base = mask_ptr + b * N * N
+    row_parents = parent_ptr + b * N
+    cols = tl.arange(0, BLOCK_N).to(tl.int64)
+    seq = tl.load(seq_ptr + b)
+    for r0 in range(0, N, ROWS):
+        rows = r0 + tl.arange(0, ROWS).to(tl.int64)
+        inside = rows < N
+        below = inside[:, None] & (cols[None, :] < rows[:, None])
+        marked = tl.load(base + rows[:, None] * N + cols[None, :], mask=below, other=0) != 0
+        tl.store(pos_ptr + b * N + rows, seq + tl.sum(marked.to(tl.int64), axis=1), mask=inside)
+        tl.store(row_parents + rows, tl.max(tl.where(marked, cols[None, :], -1), axis=1), mask=inside)
+        tl.store(ri_ptr + b * N + rows, b * N + rows, mask=inside)
+        above = inside[:, None] & (cols[None, :] > rows[:, None]) & (cols[None, :] < N)
+        marks_me = tl.load(base + cols[None, :] * N + rows[:, None], mask=above, other=0) != 0   # mask[k, i]
+        lowest = tl.min(tl.where(marks_me, cols[None, :], BLOCK_N), axis=1)
+        tl.store(nt_ptr + b * N + rows, tl.where(lowest == BLOCK_N, -1, lowest), mask=inside)
+    tl.debug_barrier()
+    parent = tl.load(row_parents + cols, mask=cols < N, other=-2)
+    for r0 in range(0, N, ROWS):
+        rows = r0 + tl.arange(0, ROWS).to(tl.int64)
+        inside = rows < N
+        own = tl.load(row_parents + rows, mask=inside, other=-2)
+        later = (parent[None, :] == own[:, None]) & (own[:, None] >= 0) & (cols[None, :] > rows[:, None])
+        sibling = tl.min(tl.where(later, cols[None, :], BLOCK_N), axis=1)
+        tl.store(ns_ptr + b * N + rows, tl.where(sibling == BLOCK_N, -1, sibling), mask=inside)
+
+
+def reconstruct_from_mask(*, tree_mask, verified_seq_len, N, positions, retrieve_index, retrieve_next_token,
+                          retrieve_next_sibling):
+    """See `specverify.oracles.tree.reconstruct_from_mask`."""
+    batch = validate(oracle.check_reconstruct, tree_mask, verified_seq_len, N, positions, retrieve_index,
+                     retrieve_next_token, retrieve_next_sibling, values=reads_values(verified_seq_len))
+    if batch == 0:
+        return
+    parents = torch.empty((batch, N), dtype=torch.long, device=verified_seq_len.device)
+    block = next_power_of_2(N)
+    reconstruct_kernel[(batch,)](tree_mask.view(torch.uint8), verified_seq_len, parents, positions, retrieve_index,
+                                 retrieve_next_token, retrieve_next_sibling, N, BLOCK_N=block,
+                                 ROWS=tile_rows(block))
+
+
+@launcher
+@triton.jit
+def pack_kernel(mask_ptr, kv_ptr, out_ptr, packed_ptr, Q, BYTES: tl.constexpr):
+    r = tl.program_id(0).to(tl.int64)
+    start = tl.load(kv_ptr + r).to(tl.int64)
+    count = (tl.load(kv_ptr + r + 1).to(tl.int64) - start) * Q
+    byte = tl.program_id(1).to(tl.int64) * BYTES + tl.arange(0, BYTES).to(tl.int64)
+    bit = tl.arange(0, 8)
+    index = byte[:, None] * 8 + bit[None, :]
+    bits = tl.load(mask_ptr + start * Q + index, mask=index < count, other=0) != 0
+    value = tl.sum(bits.to(tl.int32) << bit[None, :], axis=1)
+    where = tl.load(out_ptr + r).to(tl.int64) + byte
+    tl.store(packed_ptr + where, value.to(tl.uint8), mask=byte * 8 < count)
+
+
+def pack_mask(*, mask, kv_indptr, packed_indptr, Q, max_kv_len, packed):
+    """See `specverify.oracles.tree.pack_mask`. The grid covers Q*max_kv_len bits per request, as the
+    engines launch it (a longer segment is invalid input)."""
+    batch = validate(oracle.check_pack, mask, kv_indptr, packed_indptr, Q, max_kv_len, packed,
+                     values=reads_values(kv_indptr))
+    blocks = cdiv(cdiv(Q * max_kv_len, 8), PACK_BYTES)
+    if batch == 0 or blocks == 0:
+        return
+    source = mask.view(torch.uint8) if mask.numel() else kv_indptr      # never read when empty
+    pack_kernel[(batch, blocks)](source, kv_indptr, packed_indptr, packed, Q, BYTES=PACK_BYTES)

@@ -1,0 +1,391 @@
+"""Strategies of the `tree` family.
+
+`tree.build` draws a real top-k beam search: topk and depth, the beams kept after every step (in a
+random rank order, as scores would give), then an ascending choice of N-1 score-list entries that
+forms a tree (each chosen entry's beam is chosen too). Shapes: the root alone (N = 1), chains
+(topk = 1), stars (depth = 1), bushy beams, N not a power of two, B = 0, long FULL_MASK prefixes.
+`tree.reconstruct_from_mask` draws any bool mask, mostly ancestor-closed forests with about 30 %
+roots, with or without a diagonal, with garbage above it, N on the list of tile edges.
+`tree.pack_mask` draws ragged segments: bit counts not a multiple of 8, empty segments, segments of
+more than 2048 bits, Q = 1, gaps between output segments and a tail after them.
+"""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from specverify.oracles import tree as oracle
+from specverify.stage import Buffer, DrawContext, Example
+from specverify.strategies.blocks import batch_size, generator, invalid, label, layout, one_invalid, short
+
+INDEX_OUTPUTS = ("positions", "retrieve_index", "retrieve_next_token", "retrieve_next_sibling")
+STRESS_NODES = (1, 2, 3, 7, 8, 16, 17, 32, 63, 64)
+
+
+def index_buffers(batch: int, nodes: int) -> dict[str, Buffer]:
+    found = {"positions": Buffer((batch * nodes,), "int64")}
+    found.update({name: Buffer((batch, nodes), "int64") for name in INDEX_OUTPUTS[1:]})
+    return found
+
+
+# ---------------------------------------------------------------- tree.build
+
+def beams(rng: np.random.Generator, topk: int, depth: int, columns: int) -> np.ndarray:
+    """parent_list of one request: -1, the k first-step entries, then the k entries kept among the k*k
+    children of each later step (but the last), in a random rank order."""
+    found = np.full(columns, -1, np.int64)
+    if depth > 1:
+        found[1:topk + 1] = np.arange(topk)
+        for step in range(1, depth - 1):
+            children = topk + topk * topk * (step - 1) + np.arange(topk * topk)
+            found[1 + topk * step: 1 + topk * (step + 1)] = rng.choice(children, topk, replace=False)
+    return found
+
+
+def select(rng: np.random.Generator, parent_list: np.ndarray, topk: int, count: int, style: str) -> np.ndarray:
+    """`count` entries that form a tree: an entry is open once its beam is chosen (first-step entries
+    always are); "deep" takes the newest open entry more often, "wide" any open one."""
+    beam_of = {int(parent_list[q]): q for q in range(1, len(parent_list))}
+    open_entries, chosen = list(range(topk)), []
+    while len(chosen) < count:
+        pick = len(open_entries) - 1 if style == "deep" and rng.random() < 0.7 else int(rng.integers(len(open_entries)))
+        entry = open_entries.pop(pick)
+        chosen.append(entry)
+        if entry in beam_of:
+            q = beam_of[entry]
+            open_entries += list(range(topk * q, topk * q + topk))
+    return np.array(sorted(chosen), np.int64)
+
+
+@st.composite
+def build_shape(draw, ctx: DrawContext, mode: int) -> tuple[str, int, int, int]:
+    """(shape, topk, depth, N) within the mode's node limit."""
+    shape = draw(st.sampled_from(["beam", "beam", "chain", "star", "root only"]))
+    if not ctx.small and mode != oracle.QLEN_ONLY_BITPACKING and draw(st.integers(0, 5)) == 5:
+        shape = "large"    # drawn on its own, so a failure shrinks to the smaller shapes
+    label(f"tree: {shape}")
+    cap = 20 if ctx.small else oracle.MAX_PACKED_NODES if mode == oracle.QLEN_ONLY_BITPACKING else 64
+    if shape == "large":
+        topk, depth = draw(st.sampled_from([(8, 17), (4, 65), (1, 1024)]))
+        return shape, topk, depth, draw(st.sampled_from([1024, 1000, 513]))
+    topk = 1 if shape == "chain" else draw(st.integers(1, 4)) if shape != "star" else draw(st.integers(1, 40))
+    depth = 1 if shape == "star" else draw(st.integers(1, 12 if shape == "chain" else 5))
+    entries = topk + (depth - 1) * topk * topk
+    nodes = 1 if shape == "root only" else draw(st.integers(1, min(entries + 1, cap)))
+    if nodes & (nodes - 1):
+        label("tree: N not a power of two")
+    return shape, topk, depth, nodes
+
+
+@st.composite
+def build_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
+    mode = draw(st.sampled_from(oracle.MODES))
+    label(f"mask: mode {mode}")
+    shape, topk, depth, nodes = draw(build_shape(ctx, mode))
+    high = 1 if shape == "large" else 3 if ctx.small else 64
+    batch = draw(batch_size(ctx, 0, high))
+    rng = draw(generator())
+    seq_kind = draw(st.sampled_from(["short", "short", "long" if mode == oracle.FULL_MASK else "short", "zero"]))
+    if tier == "hazard" and mode != oracle.FULL_MASK:
+        seq_kind = "near 2**62"
+    label(f"verified_seq_len: {seq_kind}")
+    if seq_kind == "long":
+        seq = rng.integers(1000, 3000 if ctx.small else 20000, batch)
+    elif seq_kind == "near 2**62":
+        seq = oracle.MAX_SEQ - 1 - rng.integers(0, 2**20, batch)
+    else:
+        seq = rng.integers(0, 1 if seq_kind == "zero" else 40, batch)
+    columns = topk * (depth - 1) + 1 if depth > 1 else draw(st.sampled_from([0, 1]))
+    style = draw(st.sampled_from(["wide", "deep"]))
+    parent_list = np.stack([beams(rng, topk, depth, columns) for _ in range(batch)]) if batch else \
+        np.zeros((0, columns), np.int64)
+    selected = np.stack([select(rng, row, topk, nodes - 1, style) for row in parent_list]) if batch else \
+        np.zeros((0, nodes - 1), np.int64)
+    needed = oracle.mask_length(mode, nodes, seq)
+    tail = draw(st.sampled_from([0, 0, 1, 9]))
+    dtype = "uint8" if mode == oracle.QLEN_ONLY_BITPACKING else "bool"
+    layouts = {name: lay for name in ("parent_list", "selected_index") if (lay := draw(layout(2))) is not None}
+    return Example(tier, inputs={
+        "parent_list": parent_list, "selected_index": selected, "verified_seq_len": seq.astype(np.int64),
+        "topk": topk, "depth": depth, "N": nodes, "tree_mask_mode": mode,
+    }, outputs={"tree_mask": Buffer((needed + tail,), dtype), **index_buffers(batch, nodes)}, layouts=layouts)
+
+
+def build_hazard(ctx: DrawContext):
+    """Lengths just below 2**62 (positions need all 64 bits), and every shape of the valid tier."""
+    return build_valid(ctx, tier="hazard")
+
+
+def expected(stage_oracle, ex: Example) -> dict[str, np.ndarray]:
+    """The contract's outputs of `ex` on zero-filled buffers."""
+    out = {name: np.zeros(buf.shape, buf.dtype) for name, buf in ex.outputs.items()}
+    stage_oracle(**ex.inputs, **out)
+    return out
+
+
+def index_differences(ex: Example, out: dict, want: dict) -> list[str]:
+    broken = []
+    for name in INDEX_OUTPUTS:
+        if not np.array_equal(out[name], want[name]):
+            where = np.argwhere(out[name] != want[name])[0]
+            broken.append(f"{name}{list(where)} holds {out[name][tuple(where)]}, the contract gives "
+                          f"{want[name][tuple(where)]}")
+    return broken
+
+
+def build_invariants(ex: Example, out: dict) -> list[str]:
+    """Hazard tier: the positions (seq + depth, in 64 bits), links and the mask the contract gives."""
+    want = expected(oracle.build, ex)
+    broken = index_differences(ex, out, want)
+    x = ex.inputs
+    if x["tree_mask_mode"] != oracle.FULL_MASK:
+        needed = oracle.mask_length(x["tree_mask_mode"], x["N"], x["verified_seq_len"])
+        if not np.array_equal(out["tree_mask"][:needed], want["tree_mask"][:needed]):
+            broken.append("tree_mask: differs from the contract's ancestor rows")
+    return broken[:3]
+
+
+@st.composite
+def build_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(build_valid(ctx))
+    x = ex.inputs
+    batch, nodes, topk, depth = len(x["verified_seq_len"]), x["N"], x["topk"], x["depth"]
+    found = []   # the tree rules first: Hypothesis draws early choices more often
+    if batch and nodes >= 2:
+        b, i = draw(st.integers(0, batch - 1)), draw(st.integers(1, nodes - 1))
+        sel = x["selected_index"].copy()
+        sel[b, i - 1] = topk + (depth - 1) * topk * topk
+        found.append(invalid(ex, "selected_index", "entries below topk + (depth-1)*topk**2", selected_index=sel))
+        grouped = [j for j in range(nodes - 1) if x["selected_index"][b, j] >= topk]
+        if grouped:
+            j = grouped[0]
+            group = int(x["selected_index"][b, j]) // topk
+            lost = x["parent_list"].copy()
+            lost[b, group] = -1
+            found.append(invalid(ex, "parent_list", "every node's beam is selected", parent_list=lost))
+            late = x["parent_list"].copy()
+            late[b, group] = x["selected_index"][b, j]      # the node would be its own parent
+            found.append(invalid(ex, "parent_list", "a parent comes before its child", parent_list=late))
+    if batch and nodes >= 3:
+        b = draw(st.integers(0, batch - 1))
+        sel = x["selected_index"].copy()
+        sel[b, 1] = sel[b, 0]
+        found.append(invalid(ex, "selected_index", "strictly increasing rows", selected_index=sel))
+    need = oracle.mask_length(x["tree_mask_mode"], nodes, x["verified_seq_len"])
+    if need:
+        found.append(invalid(ex, "tree_mask", "as long as the mode needs",
+                             outputs={"tree_mask": Buffer((need - 1,), ex.outputs["tree_mask"].dtype)}))
+    if depth > 1:
+        found.append(invalid(ex, "parent_list", "topk*(depth-1)+1 columns", parent_list=x["parent_list"][:, :-1]))
+    if batch:
+        b = draw(st.integers(0, batch - 1))
+        seq = x["verified_seq_len"].copy()
+        seq[b] = -1
+        found.append(invalid(ex, "verified_seq_len", "lengths >= 0", verified_seq_len=seq))
+    found += [invalid(ex, "tree_mask_mode", "0, 1 or 2", tree_mask_mode=3),
+              invalid(ex, "N", "1..1024", N=draw(st.sampled_from([0, 1025]))),
+              invalid(ex, "topk", ">= 1", topk=0)]
+    if x["tree_mask_mode"] != oracle.QLEN_ONLY_BITPACKING:
+        found.append(invalid(ex, "N", "at most 32 nodes in mode 2", tree_mask_mode=2, N=33))
+    return draw(one_invalid(found))
+
+
+def build_table(ex: Example):
+    x = ex.inputs
+    rows = [[b, int(x["verified_seq_len"][b]), short(x["parent_list"][b]), short(x["selected_index"][b])]
+            for b in range(len(x["verified_seq_len"]))]
+    return ["req", "seq", "parent_list", "selected_index"], rows
+
+
+def build_worked() -> Example:
+    """TopK 2, depth 3, 6 nodes after 10 verified tokens; parent_list[4] = 4 is a kept beam that was not
+    selected."""
+    return Example("valid", inputs={
+        "parent_list": np.array([[-1, 0, 1, 2, 4]], np.int64), "selected_index": np.array([[0, 1, 2, 3, 6]], np.int64),
+        "verified_seq_len": np.array([10], np.int64), "topk": 2, "depth": 3, "N": 6, "tree_mask_mode": 1,
+    }, outputs={"tree_mask": Buffer((36,), "bool"), **index_buffers(1, 6)})
+
+
+# ---------------------------------------------------------------- tree.reconstruct_from_mask
+
+def forest_parents(rng: np.random.Generator, nodes: int, roots: float) -> np.ndarray:
+    """parent of each node: -1 (a root) with probability `roots` (node 0 always), else an earlier node."""
+    parents = np.array([-1] + [int(rng.integers(i)) for i in range(1, nodes)], np.int64)
+    parents[1:][rng.random(nodes - 1) < roots] = -1
+    return parents
+
+
+def closed_mask(parents: np.ndarray) -> np.ndarray:
+    """[N, N]: row i marks the ancestors of i (not i itself)."""
+    nodes = len(parents)
+    mask = np.zeros((nodes, nodes), bool)
+    for i in range(nodes):
+        if parents[i] >= 0:
+            mask[i] = mask[parents[i]]
+            mask[i, parents[i]] = True
+    return mask
+
+
+@st.composite
+def reconstruct_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
+    common = [n for n in STRESS_NODES if n <= 17]
+    nodes = draw(st.sampled_from(common * 3 + [32, 63, 64] if ctx.small else [*STRESS_NODES, 128]))
+    budget = 1 << 12 if ctx.small else 1 << 18
+    sizes = [b for b in (0, 1, 3, 16, 64) if b * nodes * nodes <= budget and b <= ctx.max_batch
+             and (b <= 3 or not ctx.small)]
+    batch = draw(st.sampled_from(sizes or [min(1, ctx.max_batch)]))
+    rng = draw(generator())
+    kind = draw(st.sampled_from(["forest", "forest", "forest", "tree", "any"]))
+    diagonal = draw(st.sampled_from(["none", "set", "random"]))
+    upper = draw(st.sampled_from(["zero", "garbage"]))
+    for text in (f"mask: {kind}", f"mask: diagonal {diagonal}", f"mask: upper {upper}"):
+        label(text)
+    blocks = []
+    for _ in range(batch):
+        if kind == "any":
+            mask = np.tril(rng.random((nodes, nodes)) < rng.random(), -1)
+        else:
+            mask = closed_mask(forest_parents(rng, nodes, 0.3 if kind == "forest" else 0.0))
+        if diagonal != "none":
+            np.fill_diagonal(mask, True if diagonal == "set" else rng.random(nodes) < 0.5)
+        if upper == "garbage":
+            mask |= np.triu(rng.random((nodes, nodes)) < 0.5, 1)
+        blocks.append(mask.reshape(-1))
+    tail = rng.random(draw(st.sampled_from([0, 0, 5]))) < 0.5
+    seq = (oracle.MAX_SEQ - 1 - rng.integers(0, 2**20, batch) if tier == "hazard"
+           else rng.integers(0, draw(st.sampled_from([1, 50, 1 << 20])), batch))
+    return Example(tier, inputs={
+        "tree_mask": np.concatenate(blocks + [tail]).astype(bool), "verified_seq_len": seq.astype(np.int64),
+        "N": nodes}, outputs=index_buffers(batch, nodes))
+
+
+def reconstruct_hazard(ctx: DrawContext):
+    """Lengths just below 2**62 with every mask kind of the valid tier."""
+    return reconstruct_valid(ctx, tier="hazard")
+
+
+def reconstruct_invariants(ex: Example, out: dict) -> list[str]:
+    """Hazard tier: the contract's positions (in 64 bits) and links."""
+    return index_differences(ex, out, expected(oracle.reconstruct_from_mask, ex))[:3]
+
+
+@st.composite
+def reconstruct_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(reconstruct_valid(ctx))
+    x = ex.inputs
+    batch, nodes = len(x["verified_seq_len"]), x["N"]
+    found = [invalid(ex, "N", "1..1024", N=draw(st.sampled_from([0, 1025])))]
+    if batch:
+        found.append(invalid(ex, "tree_mask", "at least B*N*N elements", tree_mask=x["tree_mask"][:batch * nodes * nodes - 1]))
+        seq = x["verified_seq_len"].copy()
+        seq[draw(st.integers(0, batch - 1))] = -3
+        found.append(invalid(ex, "verified_seq_len", "lengths >= 0", verified_seq_len=seq))
+    return draw(one_invalid(found))
+
+
+def reconstruct_table(ex: Example):
+    x = ex.inputs
+    nodes = x["N"]
+    rows = []
+    for b in range(len(x["verified_seq_len"])):
+        block = x["tree_mask"][b * nodes * nodes: (b + 1) * nodes * nodes].reshape(nodes, nodes)
+        rows.append([b, int(x["verified_seq_len"][b]), short(["".join("1" if v else "0" for v in r) for r in block], 8)])
+    return ["req", "seq", "mask rows"], rows
+
+
+def reconstruct_worked() -> Example:
+    """The forest of TREES.md: roots 0 and 2 (never siblings of each other), 5 verified tokens."""
+    rows = ["100000", "110000", "001000", "110100", "001010", "100001"]
+    mask = np.array([c == "1" for r in rows for c in r])
+    return Example("valid", inputs={"tree_mask": mask, "verified_seq_len": np.array([5], np.int64), "N": 6},
+                   outputs=index_buffers(1, 6))
+
+
+# ---------------------------------------------------------------- tree.pack_mask
+
+@st.composite
+def pack_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
+    batch = draw(batch_size(ctx, 0, 4 if ctx.small else 48))
+    q = draw(st.sampled_from([1, 1, 2, 3, 6, 8, 16]))
+    rng = draw(generator())
+    kind = draw(st.sampled_from(["short", "short", "long", "empty", "mixed"]))
+    if tier == "hazard":
+        kind = draw(st.sampled_from(["empty", kind]))
+    label(f"segments: {kind}")
+    long_len = 2049 // q + 1 + int(rng.integers(0, 300 if ctx.small else 1200))   # past 2048 bits
+    lengths = {"short": lambda: rng.integers(0, 13, batch), "long": lambda: np.full(batch, long_len),
+               "empty": lambda: np.zeros(batch, np.int64),
+               "mixed": lambda: np.where(rng.random(batch) < 0.3, long_len, rng.integers(0, 13, batch))}[kind]()
+    kv_indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    room = -(-q * lengths // 8)
+    gaps = rng.integers(0, 4, batch) * (rng.random(batch) < draw(st.sampled_from([0.0, 0.5])))
+    lead = draw(st.sampled_from([0, 0, 3]))
+    packed_indptr = np.concatenate([[lead], lead + np.cumsum(room + gaps)]).astype(np.int32)
+    extra = draw(st.sampled_from([0, 0, 1, 7])) + (int(rng.integers(1000, 3000)) if tier == "hazard" else 0)
+    max_kv_len = int(lengths.max(initial=0)) + extra
+    density = draw(st.sampled_from([0.5, 0.0, 1.0, 0.1]))
+    mask = rng.random(q * int(kv_indptr[-1]) + draw(st.sampled_from([0, 0, 11]))) < density
+    tail = draw(st.sampled_from([0, 0, 4]))
+    return Example(tier, inputs={"mask": mask, "kv_indptr": kv_indptr, "packed_indptr": packed_indptr, "Q": q,
+                                 "max_kv_len": max_kv_len},
+                   outputs={"packed": Buffer((int(packed_indptr[-1]) + tail,), "uint8")})
+
+
+def pack_hazard(ctx: DrawContext):
+    """A grid far wider than the segments (max_kv_len well above every length), empty segments."""
+    return pack_valid(ctx, tier="hazard")
+
+
+def pack_invariants(ex: Example, out: dict) -> list[str]:
+    """Hazard tier: each segment equals NumPy's little-endian packbits of its bits."""
+    x, broken = ex.inputs, []
+    for r in range(len(x["kv_indptr"]) - 1):
+        q, start, end = x["Q"], int(x["kv_indptr"][r]), int(x["kv_indptr"][r + 1])
+        want = np.packbits(x["mask"][q * start: q * end], bitorder="little")
+        got = out["packed"][int(x["packed_indptr"][r]):][:len(want)]
+        if not np.array_equal(got, want):
+            broken.append(f"packed: request {r} holds {short(got)}, packbits gives {short(want)}")
+    return broken[:3]
+
+
+@st.composite
+def pack_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(pack_valid(ctx))
+    x = ex.inputs
+    kv, out, q = x["kv_indptr"], x["packed_indptr"], x["Q"]
+    lengths = np.diff(kv.astype(np.int64))
+    found = []
+    nonempty = np.flatnonzero(lengths > 0)
+    if len(nonempty):
+        r = int(nonempty[0])
+        falling = kv.copy()
+        falling[r + 1] = kv[r] - 1
+        found.append(invalid(ex, "kv_indptr", "non-decreasing", kv_indptr=falling))
+        tight = out.copy()
+        tight[r + 1:] -= int(out[r + 1] - out[r]) - -(-q * int(lengths[r]) // 8) + 1   # one byte short
+        found.append(invalid(ex, "packed_indptr", "segments do not overlap", packed_indptr=tight))
+        found.append(invalid(ex, "max_kv_len", "every kv_len <= max_kv_len", max_kv_len=int(lengths.max()) - 1))
+        found.append(invalid(ex, "mask", "at least Q*kv_indptr[B] elements", mask=x["mask"][:q * int(kv[-1]) - 1]))
+    if int(out[-1]) > 0:
+        found.append(invalid(ex, "packed", "at least packed_indptr[B] bytes",
+                             outputs={"packed": Buffer((int(out[-1]) - 1,), "uint8")}))
+    shifted = kv.copy()
+    shifted[0] = 1 if kv[-1] == 0 else -1
+    found += [invalid(ex, "kv_indptr", "starts at 0", kv_indptr=shifted), invalid(ex, "Q", ">= 1", Q=0)]
+    return draw(one_invalid(found))
+
+
+def pack_table(ex: Example):
+    x = ex.inputs
+    rows = [[r, int(x["kv_indptr"][r + 1] - x["kv_indptr"][r]), int(x["packed_indptr"][r]),
+             short(x["mask"][x["Q"] * int(x["kv_indptr"][r]): x["Q"] * int(x["kv_indptr"][r + 1])].astype(int), 16)]
+            for r in range(len(x["kv_indptr"]) - 1)]
+    return ["req", "kv_len", "byte offset", "bits"], rows
+
+
+def pack_worked() -> Example:
+    """Two requests of Q = 2 rows: 6 bits into one byte, 10 bits into two; the fourth byte is untouched."""
+    mask = np.array([1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 0, 1], bool)
+    return Example("valid", inputs={"mask": mask, "kv_indptr": np.array([0, 3, 8], np.int32),
+                                    "packed_indptr": np.array([0, 1, 3], np.int32), "Q": 2, "max_kv_len": 5},
+                   outputs={"packed": Buffer((4,), "uint8")})
