@@ -220,9 +220,27 @@ def check_sample_target_only(candidates, retrieve_index, retrieve_next_token, re
 
 def sample_target_only(*, candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling, uniform_samples,
                        uniform_final, target_probs, draft_probs, threshold_single, threshold_acc, predicts,
-                       accept_index, accept_token_num, rule="lt"):
-    """Tree rejection sampling against the target alone: see the stage record. `rule` "le" is dialect
-    `le` (coin <= mass / threshold, no p > 0 test)."""
+                       accept_index, accept_token_num):
+    """Tree rejection sampling against the target alone (see the stage record): a child is accepted
+    iff p > 0 and (coin < mass / threshold or p >= threshold_single)."""
+    sample_tree(candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling, uniform_samples,
+                uniform_final, target_probs, draft_probs, threshold_single, threshold_acc, predicts, accept_index,
+                accept_token_num, "lt")
+
+
+def sample_target_only_le(*, candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling,
+                          uniform_samples, uniform_final, target_probs, draft_probs, threshold_single, threshold_acc,
+                          predicts, accept_index, accept_token_num):
+    """Dialect `le`: a child is accepted iff coin <= mass / threshold or p >= threshold_single."""
+    sample_tree(candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling, uniform_samples,
+                uniform_final, target_probs, draft_probs, threshold_single, threshold_acc, predicts, accept_index,
+                accept_token_num, "le")
+
+
+def sample_tree(candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling, uniform_samples,
+                uniform_final, target_probs, draft_probs, threshold_single, threshold_acc, predicts, accept_index,
+                accept_token_num, rule: str) -> None:
+    """The walk, the draft_probs writes and the pick of both rules ("lt": the record's, "le")."""
     batch, n, spec, vocab = check_sample_target_only(
         candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling, uniform_samples, uniform_final,
         target_probs, draft_probs, threshold_single, threshold_acc, predicts, accept_index, accept_token_num)
@@ -260,22 +278,14 @@ def sample_target_only(*, candidates, retrieve_index, retrieve_next_token, retri
         write_path(b, path, retrieve_index, emitted, predicts, accept_index, accept_token_num)
 
 
-def sample_target_only_le(**kw):
-    """Dialect `le` of `sample_target_only`."""
-    sample_target_only(**kw, rule="le")
-
-
 def pick(res: np.ndarray, u: np.float32) -> int:
     """Inverse-CDF pick from the residual: the lowest v with res[v] > 0 whose running sum passes
-    t = f32(u * sum(res)); else the largest v with res[v] > 0; else V - 1. Sums in f32, left to right."""
-    total = np.float32(0)
-    for r in res:
-        total = np.float32(total + r)
-    t = np.float32(u * total)
-    cdf = np.float32(0)
-    for v, r in enumerate(res):
-        cdf = np.float32(cdf + r)
-        if r > 0 and cdf > t:
-            return v
-    positive = [v for v, r in enumerate(res) if r > 0]
-    return positive[-1] if positive else len(res) - 1
+    t = f32(u * sum(res)); else the largest v with res[v] > 0; else V - 1. Running sums in f32, left
+    to right (`np.cumsum` of a float32 array adds in float32, in order)."""
+    cdf = np.cumsum(res, dtype=np.float32)
+    t = np.float32(u * cdf[-1])
+    passes = np.flatnonzero((res > 0) & (cdf > t))
+    if len(passes):
+        return int(passes[0])
+    positive = np.flatnonzero(res > 0)
+    return int(positive[-1]) if len(positive) else len(res) - 1

@@ -28,13 +28,13 @@ def outputs(batch: int, n: int, spec: int) -> dict[str, Buffer]:
 
 
 @st.composite
-def tree_batch(draw, ctx: DrawContext, most: int = 1024) -> tuple[int, int, Trees]:
-    """(B, N, trees): B small in the interpreter (rarely up to 64), B * N bounded by `most` (128 in
+def tree_batch(draw, ctx: DrawContext, most: int = 512) -> tuple[int, int, Trees]:
+    """(B, N, trees): B small in the interpreter (rarely up to 64), B * N bounded by `most` (64 in
     the interpreter)."""
-    most = min(most, 128) if ctx.small else most
+    most = min(most, 64) if ctx.small else most
     kind = draw(mode())
     n = 1 + draw(st.integers(0, 1)) if kind == "single" else draw(node_count(ctx.small))
-    high = max(1, min(ctx.max_batch, most // n, 8 if ctx.small and draw(st.integers(0, 7)) else 64))
+    high = max(1, min(ctx.max_batch, most // n, 4 if ctx.small and draw(st.integers(0, 7)) else 64))
     batch = draw(batch_size(ctx, 0, high))
     label("batch: B=0" if batch == 0 else "batch: B=1" if batch == 1 else "batch: B>1")
     return batch, n, draw(trees(batch, n))
@@ -282,7 +282,7 @@ def sample_valid(draw, ctx: DrawContext, general: bool = False) -> Example:
     spec = draw(spec_for(tree, n, cap=n))
     rng = draw(generator())
     vocab = draw(st.sampled_from([1, 2, 3, 4, 5, 8, 17, 100] + ([] if ctx.small else [1000, 8193])))
-    vocab = min(vocab, max(1, 2**20 // max(1, batch * n)))
+    vocab = min(vocab, max(1, 2**17 // max(1, batch * n)))
     zeros = draw(st.sampled_from([0.0, 0.5, 0.9]))
     coarse = draw(st.booleans())
     label(f"target rows: {'coarse' if coarse else 'fine'} grid, {int(zeros * 100)}% zeros")
