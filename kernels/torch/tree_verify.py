@@ -7,8 +7,9 @@ the path taken to the parent, so each kernel decides for all nodes at once and t
   along the sibling links (ceil(log2 N) rounds);
 - per node, whether it may be taken (greedy: its token is the parent's prediction; sampling: the
   acceptance test with the running mass of its list, summed by pointer jumping too);
-- `descend`: S - 1 levels (at most N - 1), each taking the eligible child of the current node that is
-  listed first.
+- `descend`: the path from the root through each node's first listed eligible child, found for all
+  levels at once by pointer jumping up the parents (the longest-path dialect adds one round per level
+  to mark the ancestors of the deepest matching nodes).
 Rows that stop early repeat their last node, so every scatter writes equal values to a repeated index.
 """
 from __future__ import annotations
@@ -58,20 +59,46 @@ def running_sum(values: torch.Tensor, next_sibling: torch.Tensor) -> torch.Tenso
 
 def descend(eligible: torch.Tensor, parent: torch.Tensor, position: torch.Tensor, levels: int):
     """(path [B, levels + 1] of nodes, n [B]): from the root, `levels` times the eligible child of the
-    current node listed first; a row with none stays where it is."""
+    current node listed first; a row with none stays where it is. No loop over levels: each node's
+    pick among its children is path-independent, so a node is on the path iff it and each of its
+    ancestors below the root is its parent's pick (pointer jumping up the parents)."""
     batch, n = eligible.shape
-    key = torch.where(eligible, position, n)
-    row = torch.zeros(batch, dtype=torch.long, device=eligible.device)
-    alive = torch.ones(batch, dtype=torch.bool, device=eligible.device)
-    count = torch.zeros(batch, dtype=torch.long, device=eligible.device)
-    path = [row]
-    for _ in range(levels):
-        best, child = torch.where(parent == row[:, None], key, n).min(1)
-        alive = alive & (best < n)
-        row = torch.where(alive, child, row)
-        count = count + alive
-        path.append(row)
-    return torch.stack(path, 1), count
+    node = iota(n, parent)
+    code = torch.where(eligible, position * n + node, n * n)       # the lowest code: the first listed child
+    first = torch.full((batch, n + 1), n * n, dtype=torch.long, device=parent.device)
+    first.scatter_reduce_(1, torch.where(eligible, parent, n), code, "amin")
+    first = first[:, :n] % n
+    above = torch.where(node == 0, -1, parent)                     # the root heads its tree, whatever links to it
+    picked = (above >= 0) & eligible & (first.gather(1, above.clamp(min=0)) == node)
+    up, depth = ancestors(above)
+    on = (up == 0) & chain_and(picked, above) & (depth <= levels)
+    count = torch.where(on, depth, 0).amax(1)
+    path = torch.zeros((batch, levels + 2), dtype=torch.long, device=parent.device)
+    path.scatter_(1, torch.where(on, depth, levels + 1), node.expand(batch, n))
+    last = torch.minimum(iota(levels + 1, count)[None, :], count[:, None])
+    return path[:, :levels + 1].gather(1, last), count
+
+
+def ancestors(above: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(top, depth): each node's topmost ancestor along `above` (-1: none) and its distance to it."""
+    n = above.shape[1]
+    up = torch.where(above >= 0, above, iota(n, above))
+    depth = (above >= 0).long()
+    for _ in range(rounds(n)):
+        depth = depth + depth.gather(1, up)
+        up = up.gather(1, up)
+    return up, depth
+
+
+def chain_and(flag: torch.Tensor, above: torch.Tensor) -> torch.Tensor:
+    """Per node: `flag` holds for it and every ancestor that has a parent along `above`."""
+    n = above.shape[1]
+    up = torch.where(above >= 0, above, iota(n, above))
+    whole = torch.where(above >= 0, flag, True)
+    for _ in range(rounds(n)):
+        whole = whole & whole.gather(1, up)
+        up = up.gather(1, up)
+    return whole
 
 
 def write_path(path, count, retrieve_index, emitted, predicts, accept_index, accept_token_num) -> None:
@@ -107,22 +134,16 @@ def verify(candidates, retrieve_index, retrieve_next_token, retrieve_next_siblin
 def deepest_marks(match, parent, levels: int) -> torch.Tensor:
     """Nodes on some matching root path that ends at the deepest reachable depth (capped at `levels`)."""
     batch, n = match.shape
-    parent = torch.where(iota(n, parent) == 0, -1, parent)    # the root heads its tree, whatever links to it
-    up = torch.where(parent >= 0, parent, iota(n, parent))
-    whole = torch.where(parent >= 0, match, True)
-    depth = (parent >= 0).long()
-    for _ in range(rounds(n)):
-        whole = whole & whole.gather(1, up)
-        depth = depth + depth.gather(1, up)
-        up = up.gather(1, up)
-    reached = (up == 0) & whole & (depth <= levels)
+    above = torch.where(iota(n, parent) == 0, -1, parent)    # the root heads its tree, whatever links to it
+    up, depth = ancestors(above)
+    reached = (up == 0) & chain_and(match, above) & (depth <= levels)
     deepest = torch.where(reached, depth, -1).amax(1, keepdim=True)
     marks = reached & (depth == deepest)
-    into = torch.where(parent >= 0, parent, n)
-    for _ in range(levels):
-        above = torch.zeros((batch, n + 1), dtype=torch.long, device=match.device)
-        above.scatter_reduce_(1, into, marks.long(), "amax")
-        marks = marks | (above[:, :n] > 0)
+    into = torch.where(above >= 0, above, n)
+    for _ in range(levels):   # up one level per round: ancestors of a deepest node
+        found = torch.zeros((batch, n + 1), dtype=torch.long, device=match.device)
+        found.scatter_reduce_(1, into, marks.long(), "amax")
+        marks = marks | (found[:, :n] > 0)
     return marks
 
 

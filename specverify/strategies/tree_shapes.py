@@ -99,7 +99,7 @@ def renumbered(parent: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 @st.composite
 def node_count(draw, small: bool) -> int:
     """N: small counts around the power-of-two edges, rarely a large one (in the interpreter at most 17)."""
-    if not small and draw(st.integers(0, 9)) == 0:
+    if not small and draw(st.integers(0, 9)) == 9:   # shrinks towards the small counts
         return draw(st.sampled_from(LARGE_NODE_COUNTS))
     return draw(st.sampled_from([n for n in NODE_COUNTS if not small or n <= 17]))
 

@@ -281,8 +281,9 @@ def sample_valid(draw, ctx: DrawContext, general: bool = False) -> Example:
     batch, n, tree = draw(tree_batch(ctx))
     spec = draw(spec_for(tree, n, cap=n))
     rng = draw(generator())
-    vocab = draw(st.sampled_from([1, 2, 3, 4, 5, 8, 17, 100] + ([] if ctx.small else [1000, 8193])))
-    vocab = min(vocab, max(1, 2**17 // max(1, batch * n)))
+    low, high = ctx.limits("V", 1, 100 if ctx.small else 8193)
+    sizes = [v for v in (1, 2, 3, 4, 5, 8, 17, 100, 1000, 8193) if low <= v <= high] or [low]
+    vocab = max(low, min(draw(st.sampled_from(sizes)), max(1, 2**17 // max(1, batch * n))))
     zeros = draw(st.sampled_from([0.0, 0.5, 0.9]))
     coarse = draw(st.booleans())
     label(f"target rows: {'coarse' if coarse else 'fine'} grid, {int(zeros * 100)}% zeros")
