@@ -24,7 +24,8 @@ TREE_FIELDS = (
     I("retrieve_next_sibling", "int64", "B, N", doc="the next node of the same child list, -1: the list ends"),
 )
 RESULT_FIELDS = (
-    O("predicts", "int32", "B*N", doc="the token emitted after each path node, at that node's slot; other slots untouched"),
+    O("predicts", "int32", "B*N",
+      doc="the token emitted after each path node, at that node's slot; other slots untouched"),
     O("accept_index", "int32", "B, S", doc="[b, 0..n]: the slots of the path, root first; later columns untouched"),
     O("accept_token_num", "int32", "B", doc="n: the drafts accepted in each request (0 .. S-1)"),
 )
@@ -112,7 +113,8 @@ VERIFY_GREEDY = Stage(
     name="tree.verify_greedy",
     doc="greedy tree verification: descend through the first child carrying the target's prediction",
     inputs=TREE_FIELDS + (
-        I("target_predict", "int64", "B, N", doc="the target's argmax after each node, read by flat slot; in [0, 2**31)"),),
+        I("target_predict", "int64", "B, N",
+          doc="the target's argmax after each node, read by flat slot; in [0, 2**31)"),),
     outputs=RESULT_FIELDS,
     oracle=oracle.verify_greedy,
     valid=draw.greedy_valid,

@@ -46,7 +46,8 @@ def spec_for(draw, tree: Trees, n: int, cap: int | None = None) -> int:
     deepest = tree.max_depth + 1
     kind = draw(st.sampled_from(["depth", "depth", "one", "short", "beyond"]))
     label(f"S: {kind}")
-    spec = {"depth": deepest, "one": 1, "short": max(1, min(2, deepest - 1)), "beyond": deepest + draw(st.integers(1, 3))}[kind]
+    beyond = deepest + draw(st.integers(1, 3))
+    spec = {"depth": deepest, "one": 1, "short": max(1, min(2, deepest - 1)), "beyond": beyond}[kind]
     return min(spec, cap) if cap is not None else spec
 
 
@@ -129,7 +130,8 @@ def path_problems(ex: Example, views: dict, emitted) -> list[str]:
             children = oracle.child_list(token, sibling, b, path[-1])
             slot_of = {int(index[b, c]): c for c in children}
             if int(accept[b, k]) not in slot_of:
-                found.append(f"accept_index[{b}, {k}] = {int(accept[b, k])}: not the slot of a child of the node before")
+                found.append(f"accept_index[{b}, {k}] = {int(accept[b, k])}: not the slot of a child of the "
+                             "node before")
                 break
             path.append(slot_of[int(accept[b, k])])
         else:
@@ -179,7 +181,8 @@ def link_corruptions(ex: Example) -> list[Example]:
     if first > 0:
         back = token.copy()
         leaf = next((i for i in range(1, n) if token[0, i] == -1 and i != first), None)
-        deep = next((i for i in range(1, n) if token[0, i] == -1 and i in oracle.child_list(token, sibling, 0, 0)), None)
+        top = oracle.child_list(token, sibling, 0, 0)
+        deep = next((i for i in range(1, n) if token[0, i] == -1 and i in top), None)
         if deep is not None:
             back[0, deep] = 0
             found.append(invalid(ex, "retrieve_next_token", "no cycle of links", retrieve_next_token=back))
