@@ -208,8 +208,8 @@ one IEEE division, or p >= single): c joins the path and predicts[retrieve_index
 child writes draft_probs[b, r, x] = p. If no child is accepted the walk ends.
 
 Then accept_token_num[b] = n (the path's nodes minus one) and, with r the path's last node, the
-residual res = target_probs[b, r] when n = S - 1, else max(f32(target_probs[b, r] - draft_probs[b, r]),
-0) (draft_probs after this call's writes). t = f32(uniform_final[b] * sum(res)); the bonus is the lowest
+residual res = target_probs[b, r] when n = S - 1, else the clamp at 0 of
+f32(target_probs[b, r] - draft_probs[b, r]) (draft_probs after this call's writes). t = f32(uniform_final[b] * sum(res)); the bonus is the lowest
 v with res[v] > 0 whose running sum is > t, else the largest v with res[v] > 0, else V - 1, written to
 predicts[retrieve_index[b, r]]. accept_index[b, k] = the slot of the path's node k, k = 0..n.
 
