@@ -213,6 +213,12 @@ def test_accept_refuses(target, index, size, dtype, field):
     verify(target, ex)
 
 
+def test_accept_rows_table_shows_an_invalid_entry_instead_of_failing():
+    """A report of an invalid-tier case renders its rows: entries outside [0, L) show as "?"."""
+    ex = compaction([[0, -2, 4, 1]], [7, 8, 9, 10])
+    assert ACCEPT.rows(ex)[1] == [[0, "[0, -2, 4, 1]", "[7, '?', '?', 8]"]]
+
+
 def test_a_kernel_writing_past_the_count_is_caught():
     torch_target = backends.target(ACCEPT, "torch", "cpu")
 
