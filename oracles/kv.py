@@ -17,8 +17,8 @@ Choices where STAGES.md is silent:
 - same-dtype caches copy the source bits as they are (NaN payloads included) and never read the
   scales, which may then be None; fp8 caches need both scales, float32, of shape [1] or [T] each;
 - `assign_req_to_token`: a slot must lie in [0, 2**31) (a KV index stored in an int32 table); only the
-  Σlen slots the ranges take are checked, the rest of out_cache_loc may hold anything; two rows of the
-  batch may name one table row when their ranges are disjoint (empty ranges overlap nothing).
+  Σlen slots the ranges take are checked, the rest of out_cache_loc may hold anything; two requests may
+  name one table row when their ranges are disjoint (empty ranges overlap nothing).
 """
 from __future__ import annotations
 
@@ -230,7 +230,7 @@ def check_assign_req_to_token(req_pool_indices, start_offset, end_offset, out_ca
     need_at_most("end_offset", end_offset, width, f"L={width}, the table's row length")
     if batch and bool((end_offset < start_offset).any()):
         b = int((end_offset < start_offset).nonzero()[0][0])
-        raise ValueError(f"end_offset: must be >= start_offset, row {b} has [{int(start_offset[b])}, "
+        raise ValueError(f"end_offset: must be >= start_offset, request {b} has [{int(start_offset[b])}, "
                          f"{int(end_offset[b])})")
     need_at_least("req_pool_indices", req_pool_indices, 0)
     need_at_most("req_pool_indices", req_pool_indices, rows - 1, f"a row of the table's P={rows}")
