@@ -1,4 +1,6 @@
-"""Oracle of the `kv` family: committing accepted draft keys and values to the paged KV cache.
+"""Oracle of the `kv` family: committing accepted draft keys and values to the paged KV cache, and the
+KV bookkeeping of tree verification (the accepted nodes' slots compacted; a request's new slots written
+into the pool table).
 
 Loop-level and obviously correct; destination passing; invalid input refused with an error naming the
 field. `check_commit_draft` is shared with the production kernels (`values=False` skips the checks
@@ -13,7 +15,10 @@ Choices where STAGES.md is silent:
 - fp8 NaN is one pattern, 0x7F, whatever the sign or payload of the NaN it comes from (f32 division
   does not carry a NaN's sign the same way on every device); zeros keep their sign;
 - same-dtype caches copy the source bits as they are (NaN payloads included) and never read the
-  scales, which may then be None; fp8 caches need both scales, float32, of shape [1] or [T] each.
+  scales, which may then be None; fp8 caches need both scales, float32, of shape [1] or [T] each;
+- `assign_req_to_token`: a slot must lie in [0, 2**31) (a KV index stored in an int32 table); only the
+  Σlen slots the ranges take are checked, the rest of out_cache_loc may hold anything; two requests may
+  name one table row when their ranges are disjoint (empty ranges overlap nothing).
 """
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from specverify.oracles.checks import dtype_name, need_at_least, need_dtype, need_ndim
+from specverify.oracles.checks import dtype_name, need_at_least, need_at_most, need_dtype, need_ndim
 
 SOURCES = ("float16", "bfloat16", "float32")
 LAYOUTS = ("NHD", "HND")
@@ -170,3 +175,89 @@ def commit_draft(*, key, value, slot_mapping, accepted_mask, layout, k_scale, v_
                     quotient = source[t, h].astype(np.float32) / divisor
                 for d, quotient_bits in enumerate(quotient.view(np.uint32).tolist()):
                     row[d] = fp8_code_of_bits(quotient_bits, cache_dtype)
+
+
+SLOT_LIMIT = 2**31   # slots are stored into an int32 table
+
+
+def check_accept_out_cache_loc(accept_index, out_cache_loc, accepted_out_cache_loc, values: bool = True) -> None:
+    """The argument checks of `accept_out_cache_loc`."""
+    need_dtype("accept_index", accept_index, "int32")
+    need_ndim("accept_index", accept_index, 2)
+    need_dtype("out_cache_loc", out_cache_loc, "int32", "int64")
+    need_ndim("out_cache_loc", out_cache_loc, 1)
+    need_dtype("accepted_out_cache_loc", accepted_out_cache_loc, dtype_name(out_cache_loc),
+               source="the dtype of out_cache_loc")
+    batch, width = accept_index.shape
+    need_sized("accepted_out_cache_loc", accepted_out_cache_loc, (batch * width,), "B*S of accept_index")
+    if values:
+        need_at_least("accept_index", accept_index, -1)
+        need_at_most("accept_index", accept_index, len(out_cache_loc) - 1,
+                     f"an index into out_cache_loc of L={len(out_cache_loc)}")
+
+
+def accept_out_cache_loc(*, accept_index, out_cache_loc, accepted_out_cache_loc):
+    """Compact the accepted nodes' KV slots: walking accept_index row by row, left to right, the k-th
+    entry that is not -1, e, gives accepted_out_cache_loc[k] = out_cache_loc[e]. Entries from the count
+    of such entries on are not written."""
+    check_accept_out_cache_loc(accept_index, out_cache_loc, accepted_out_cache_loc)
+    k = 0
+    for b in range(accept_index.shape[0]):
+        for s in range(accept_index.shape[1]):
+            e = int(accept_index[b, s])
+            if e != -1:
+                accepted_out_cache_loc[k] = out_cache_loc[e]
+                k += 1
+
+
+def check_assign_req_to_token(req_pool_indices, start_offset, end_offset, out_cache_loc, req_to_token,
+                              values: bool = True) -> None:
+    """The argument checks of `assign_req_to_token`."""
+    need_dtype("req_to_token", req_to_token, "int32")
+    need_ndim("req_to_token", req_to_token, 2)
+    need_dtype("req_pool_indices", req_pool_indices, "int32", "int64")
+    need_ndim("req_pool_indices", req_pool_indices, 1)
+    batch = len(req_pool_indices)
+    for name, a in (("start_offset", start_offset), ("end_offset", end_offset)):
+        need_dtype(name, a, "int64")
+        need_sized(name, a, (batch,), "B = len(req_pool_indices)")
+    need_dtype("out_cache_loc", out_cache_loc, "int64")
+    need_ndim("out_cache_loc", out_cache_loc, 1)
+    if not values:
+        return
+    rows, width = req_to_token.shape
+    need_at_least("start_offset", start_offset, 0)
+    need_at_most("end_offset", end_offset, width, f"L={width}, the table's row length")
+    if batch and bool((end_offset < start_offset).any()):
+        b = int((end_offset < start_offset).nonzero()[0][0])
+        raise ValueError(f"end_offset: must be >= start_offset, request {b} has [{int(start_offset[b])}, "
+                         f"{int(end_offset[b])})")
+    need_at_least("req_pool_indices", req_pool_indices, 0)
+    need_at_most("req_pool_indices", req_pool_indices, rows - 1, f"a row of the table's P={rows}")
+    taken: dict[int, list[tuple[int, int, int]]] = {}
+    for b in range(batch):
+        row, start, end = int(req_pool_indices[b]), int(start_offset[b]), int(end_offset[b])
+        for other, s, e in taken.get(row, []):
+            if start < e and s < end:
+                raise ValueError(f"req_pool_indices: requests {other} and {b} both write table row {row}, with "
+                                 f"overlapping ranges [{s}, {e}) and [{start}, {end})")
+        if end > start:
+            taken.setdefault(row, []).append((b, start, end))
+    total = int((end_offset - start_offset).sum()) if batch else 0
+    if len(out_cache_loc) < total:
+        raise ValueError(f"out_cache_loc: holds {len(out_cache_loc)} slots, the ranges take {total}")
+    need_at_least("out_cache_loc", out_cache_loc[:total], 0)
+    need_at_most("out_cache_loc", out_cache_loc[:total], SLOT_LIMIT - 1, "a slot stored in an int32 table")
+
+
+def assign_req_to_token(*, req_pool_indices, start_offset, end_offset, out_cache_loc, req_to_token):
+    """Write each request's new KV slots into its row of the pool table: with len_b = end_b - start_b
+    and o_b = len_0 + ... + len_{b-1}, req_to_token[rpi[b], start_b + j] = out_cache_loc[o_b + j] for
+    0 <= j < len_b. Nothing else in the table is written; out_cache_loc past Σlen is not read."""
+    check_assign_req_to_token(req_pool_indices, start_offset, end_offset, out_cache_loc, req_to_token)
+    o = 0
+    for b in range(len(req_pool_indices)):
+        row, start, end = int(req_pool_indices[b]), int(start_offset[b]), int(end_offset[b])
+        for j in range(end - start):
+            req_to_token[row, start + j] = out_cache_loc[o + j]
+        o += end - start

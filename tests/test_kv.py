@@ -1,6 +1,8 @@
 """Fixed cases of the `kv` family: the fp8 rounding rule (ties to even, saturation, NaN, signed zeros),
 every f16 and bf16 bit pattern converted alike on every backend, the worked example by hand, and what
-may and may not share a slot."""
+may and may not share a slot; for the tree bookkeeping, the worked examples by hand, order around
+holes, the untouched tail, batches past one block, ranges ending at L, the never-read tail of
+out_cache_loc, and the invalid inputs each backend must refuse."""
 from __future__ import annotations
 
 import math
@@ -15,15 +17,15 @@ from specverify.harness import Failure, oracle_outputs
 from specverify.materialize import POISON_A
 from specverify.session import verify_example as verify
 from specverify.oracles.kv import FP8, fp8_code, fp8_value
-from specverify.stage import Buffer, Example
+from specverify.stage import Buffer, Example, Layout
 from specverify.stages import kv
-from specverify.strategies.kv import commit_worked
+from specverify.strategies.kv import accept_worked, assign_worked, commit_worked
 
 STAGE = kv.COMMIT_DRAFT
 
 
-def targets():
-    return [backends.target(STAGE, b, d) for _, b, d, why in backends.matrix([STAGE]) if why is None]
+def targets(stage=STAGE):
+    return [backends.target(stage, b, d) for _, b, d, why in backends.matrix([stage]) if why is None]
 
 
 def cache_bytes(example: Example) -> dict[str, np.ndarray]:
@@ -144,3 +146,166 @@ def test_a_kernel_writing_rejected_tokens_is_caught():
 
     with pytest.raises(Failure, match="stray write"):
         verify(Target(STAGE, BACKENDS["impl"], "cpu", "test", ignores_mask), ex)
+
+
+# ---------------------------------------------------------------- kv.accept_out_cache_loc
+
+ACCEPT = kv.ACCEPT_OUT_CACHE_LOC
+ASSIGN = kv.ASSIGN_REQ_TO_TOKEN
+
+
+def agreed(stage, example: Example) -> dict[str, np.ndarray]:
+    """Every available backend must match the oracle on `example`; the oracle's outputs."""
+    for target in targets(stage):
+        verify(target, example)
+    return oracle_outputs(stage, example)
+
+
+def compaction(index, loc, dtype="int64") -> Example:
+    index = np.asarray(index, np.int32)
+    return Example("valid", inputs={"accept_index": index, "out_cache_loc": np.asarray(loc, dtype)},
+                   outputs={"accepted_out_cache_loc": Buffer((index.size,), dtype)})
+
+
+def poison_of(dtype) -> int:
+    return int(np.full(1, POISON_A, np.uint8).repeat(np.dtype(dtype).itemsize).view(dtype)[0])
+
+
+def test_accept_worked_example_by_hand():
+    out = agreed(ACCEPT, accept_worked())["accepted_out_cache_loc"]
+    assert out[:6].tolist() == [100, 103, 104, 106, 108, 109]
+    assert out[6:].tolist() == [poison_of("int64")] * 6        # past the count: untouched
+
+
+def test_accept_keeps_order_around_holes_and_falling_entries():
+    out = agreed(ACCEPT, compaction([[-1, 5, -1, 2], [-1, -1, -1, -1], [0, -1, 1, -1]], np.arange(10, 16),
+                                    "int32"))["accepted_out_cache_loc"]
+    assert out[:4].tolist() == [15, 12, 10, 11] and (out[4:] == poison_of("int32")).all()
+
+
+def test_accept_bonus_only_and_full_rows():
+    out = agreed(ACCEPT, compaction([[0, -1, -1], [3, 4, 5], [6, -1, -1]], 2**40 + np.arange(9)))
+    assert out["accepted_out_cache_loc"][:5].tolist() == [2**40 + i for i in (0, 3, 4, 5, 6)]
+
+
+def test_accept_batches_past_one_block_of_the_running_count():
+    """3 * 1031 entries (not a power of two, more than one 1024-entry block), -1s across block edges."""
+    rng = np.random.default_rng(7)
+    index = np.arange(3 * 1031, dtype=np.int32).reshape(1031, 3)
+    index[rng.random(index.shape) < 0.4] = -1
+    loc = rng.permutation(3 * 1031) + 7
+    out = agreed(ACCEPT, compaction(index, loc))["accepted_out_cache_loc"]
+    kept = index[index != -1]
+    assert out[:len(kept)].tolist() == loc[kept].tolist() and (out[len(kept):] == poison_of("int64")).all()
+
+
+@pytest.mark.parametrize("target", targets(ACCEPT), ids=lambda t: f"{t.backend}-{t.device}")
+@pytest.mark.parametrize("index, size, dtype, field", [
+    ([[0, -2, 1]], 3, "int64", "accept_index"),                 # below -1: a hole if counted and not written
+    ([[0, 4, -1]], 3, "int64", "accept_index"),                 # >= L (L = 4)
+    ([[0, 1, -1]], 5, "int64", "accepted_out_cache_loc"),       # B*N entries for a [B, S] array
+    ([[0, 1, -1]], 3, "int32", "accepted_out_cache_loc"),       # not the dtype of out_cache_loc
+])
+def test_accept_refuses(target, index, size, dtype, field):
+    ex = compaction(index, [1, 2, 3, 4])
+    ex.outputs = {"accepted_out_cache_loc": Buffer((size,), dtype)}
+    ex.tier, ex.bad_field, ex.rule = "invalid", field, "a rule of the record"
+    verify(target, ex)
+
+
+def test_accept_rows_table_shows_an_invalid_entry_instead_of_failing():
+    """A report of an invalid-tier case renders its rows: entries outside [0, L) show as "?"."""
+    ex = compaction([[0, -2, 4, 1]], [7, 8, 9, 10])
+    assert ACCEPT.rows(ex)[1] == [[0, "[0, -2, 4, 1]", "[7, '?', '?', 8]"]]
+
+
+def test_a_kernel_writing_past_the_count_is_caught():
+    torch_target = backends.target(ACCEPT, "torch", "cpu")
+
+    def writes_the_tail(**kw):
+        torch_target.load()(**kw)
+        kept = int((kw["accept_index"] != -1).sum())
+        kw["accepted_out_cache_loc"][kept:] = 0
+
+    with pytest.raises(Failure, match="stray write"):
+        verify(Target(ACCEPT, BACKENDS["impl"], "cpu", "test", writes_the_tail), accept_worked())
+
+
+# ---------------------------------------------------------------- kv.assign_req_to_token
+
+def assignment(rows, starts, ends, loc, table_shape, layout=None) -> Example:
+    return Example("valid", inputs={
+        "req_pool_indices": np.asarray(rows, np.int32), "start_offset": np.asarray(starts, np.int64),
+        "end_offset": np.asarray(ends, np.int64), "out_cache_loc": np.asarray(loc, np.int64),
+        "req_to_token": np.arange(np.prod(table_shape), dtype=np.int32).reshape(table_shape) + 1000},
+        layouts={} if layout is None else {"req_to_token": layout})
+
+
+def test_assign_worked_example_by_hand():
+    table = agreed(ASSIGN, assign_worked())["req_to_token"]
+    want = np.zeros((4, 8), np.int32)
+    want[2, 3:6], want[0, 0:2] = [50, 51, 52], [60, 61]
+    assert table.tolist() == want.tolist()
+
+
+def test_assign_range_ending_at_l_stays_in_its_row_of_a_strided_table():
+    """Row 1 written to its last column, in a table whose rows lie 11 elements apart: row 2 and the
+    gaps keep their values (and guard bytes)."""
+    ex = assignment([1], [5], [8], [70, 71, 72], (3, 8), Layout((1, 1), (0, 3)))
+    table = agreed(ASSIGN, ex)["req_to_token"]
+    before = ex.inputs["req_to_token"]
+    assert table[1, 5:].tolist() == [70, 71, 72] and table[2].tolist() == before[2].tolist()
+
+
+def test_assign_one_row_twice_in_disjoint_ranges_and_empty_rows():
+    ex = assignment([0, 1, 0, 1], [4, 2, 0, 2], [6, 2, 2, 2], [10, 11, 12, 13], (2, 6))
+    table = agreed(ASSIGN, ex)["req_to_token"]
+    assert table[0].tolist() == [12, 13, 1002, 1003, 10, 11] and table[1].tolist() == list(range(1006, 1012))
+
+
+def test_assign_never_reads_past_the_sum_of_lengths():
+    """The tail holds slots no table could take (2**31 and more, negative): not refused, not written."""
+    table = agreed(ASSIGN, assignment([0], [0], [2], [5, 6, 2**31, -9, 2**40], (1, 4)))["req_to_token"]
+    assert table[0].tolist() == [5, 6, 1002, 1003]
+
+
+def test_assign_many_requests_long_ranges_and_slots_near_int32():
+    """17 requests (more than one program's 16) with lengths up to 70 (past 32 and past a 64-wide step),
+    unsorted rows, slots up to 2**31 - 1."""
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(0, 71, 17)
+    lengths[[2, 16]] = 70
+    starts = rng.integers(0, 71 - lengths)
+    total = int(lengths.sum())
+    loc = 2**31 - 1 - rng.choice(10 * total, total, replace=False)
+    ex = assignment(rng.permutation(20)[:17], starts, starts + lengths, loc, (20, 70))
+    table = agreed(ASSIGN, ex)["req_to_token"]
+    assert table[ex.inputs["req_pool_indices"][16], starts[16]:].tolist() == loc[-70:].tolist()
+
+
+@pytest.mark.parametrize("target", targets(ASSIGN), ids=lambda t: f"{t.backend}-{t.device}")
+@pytest.mark.parametrize("rows, starts, ends, loc, field", [
+    ([0, 0], [0, 1], [2, 3], [1, 2, 3, 4], "req_pool_indices"),   # overlapping ranges on one row
+    ([0, 2], [0, 0], [1, 1], [1, 2], "req_pool_indices"),         # a row past P = 2
+    ([0], [-1], [1], [1, 2], "start_offset"),
+    ([0], [3], [2], [1], "start_offset"),                        # end < start
+    ([0], [3], [5], [1, 2], "end_offset"),                       # end > L = 4
+    ([0], [0], [2], [1, 2**31], "out_cache_loc"),                # a slot that int32 cannot hold
+    ([0], [0], [3], [1, 2], "out_cache_loc"),                    # fewer slots than the ranges take
+])
+def test_assign_refuses(target, rows, starts, ends, loc, field):
+    ex = assignment(rows, starts, ends, loc, (2, 4))
+    ex.tier, ex.bad_field, ex.rule = "invalid", field, "a rule of the record"
+    verify(target, ex)
+
+
+def test_a_kernel_with_o_b_off_by_one_is_caught():
+    torch_target = backends.target(ASSIGN, "torch", "cpu")
+
+    def shifted(**kw):
+        kw["out_cache_loc"] = kw["out_cache_loc"][1:] if len(kw["out_cache_loc"]) > 5 else kw["out_cache_loc"]
+        torch_target.load()(**kw)
+
+    with pytest.raises(Failure, match="differs|req_to_token"):
+        verify(Target(ASSIGN, BACKENDS["impl"], "cpu", "test", shifted),
+               assignment([1, 0], [0, 0], [2, 3], [1, 2, 3, 4, 5, 6, 7], (2, 4)))

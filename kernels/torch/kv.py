@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.layout import iota
+from specverify.kernels.torch.layout import iota, scalar
 from specverify.oracles import kv as oracle
 
 BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
@@ -90,3 +90,51 @@ def commit_draft(*, key, value, slot_mapping, accepted_mask, layout, k_scale, v_
     delta = torch.where(written[:, None, None], new - old, 0)
     for (view, index, merged), change in zip(places, delta):
         view.index_add_(0, index, change if merged else change.reshape(-1))
+
+
+def accept_out_cache_loc(*, accept_index, out_cache_loc, accepted_out_cache_loc):
+    """See `specverify.oracles.kv.accept_out_cache_loc`. Without learning the count (a sync): output
+    position k takes the entry where the running count of kept entries first reaches k + 1 (a search in
+    the inclusive running count), and positions from the count on get their own value back."""
+    oracle.check_accept_out_cache_loc(accept_index, out_cache_loc, accepted_out_cache_loc,
+                                      values=reads_values(accept_index))
+    total = accepted_out_cache_loc.shape[0]
+    if total == 0 or out_cache_loc.shape[0] == 0:   # no entry, or every entry is -1
+        return
+    flat = accept_index.reshape(-1)
+    kept = torch.cumsum(flat != -1, 0)                          # inclusive running count, int64
+    positions = iota(total, flat)
+    source = torch.searchsorted(kept, positions + 1).clamp_(max=total - 1)
+    entry = flat[source].clamp_(min=0)
+    found = out_cache_loc[entry]
+    accepted_out_cache_loc.copy_(torch.where(positions < kept[-1], found, accepted_out_cache_loc))
+
+
+def assign_req_to_token(*, req_pool_indices, start_offset, end_offset, out_cache_loc, req_to_token):
+    """See `specverify.oracles.kv.assign_req_to_token`. Over every entry i of out_cache_loc (no host
+    sync for Σlen): its request is the first b whose inclusive running length passes i, and entries
+    from Σlen on write nothing. The table is changed by one `index_add_` of new - old at each written
+    element (int32 adds wrap, so old + (new - old) is new) and of 0 at a clamped element for the rest,
+    which keeps any row stride."""
+    oracle.check_assign_req_to_token(req_pool_indices, start_offset, end_offset, out_cache_loc, req_to_token,
+                                     values=reads_values(start_offset))
+    batch, slots = req_pool_indices.shape[0], out_cache_loc.shape[0]
+    rows, width = req_to_token.shape
+    if batch == 0 or slots == 0 or rows * width == 0:   # nothing can be written
+        return
+    lengths = end_offset - start_offset
+    ends = torch.cumsum(lengths, 0)
+    entry = iota(slots, out_cache_loc)
+    owner = torch.searchsorted(ends, entry, right=True)
+    written = owner < batch
+    owner.clamp_(max=batch - 1)
+    shift = start_offset - (ends - lengths)                    # column of entry i: i + shift[b]
+    column = (entry + shift[owner]).clamp_(0, width - 1)
+    row = req_pool_indices[owner].long().clamp_(0, rows - 1)
+    s_row, s_col = req_to_token.stride()
+    span = 1 + (rows - 1) * s_row + (width - 1) * s_col
+    table = req_to_token.as_strided((span,), (1,))
+    place = torch.add(column * s_col, row, alpha=s_row)
+    old = table[place]
+    delta = torch.where(written, out_cache_loc.to(torch.int32) - old, scalar(0, old, torch.int32))
+    table.index_add_(0, place, delta)

@@ -111,3 +111,84 @@ def commit_draft(*, key, value, slot_mapping, accepted_mask, layout, k_scale, v_
         K_PER_TOKEN=k_scale.shape[0] > 1, V_PER_TOKEN=v_scale.shape[0] > 1, IS_FP8=fp8,
         MANTISSA=fmt.mantissa if fp8 else 0, BIAS=fmt.bias if fp8 else 0, MAX_CODE=fmt.max_code if fp8 else 0,
         BLOCK_T=BLOCK_T, BLOCK_E=block_e)
+
+
+# ---------------------------------------------------------------- tree KV bookkeeping
+
+COMPACT_BLOCK = 1024   # accept_index entries per step of the running count
+PREFIX_BLOCK = 1024    # request lengths per step of a request's prefix sum
+REQUESTS = 16          # requests per program (assign)
+SLOT_BLOCK = 64        # slots per request per step of a program's tile (assign)
+
+
+@launcher
+@triton.jit
+def accept_kernel(index_ptr, s_row, s_col, width, loc_ptr, out_ptr, total, BLOCK: tl.constexpr):
+    """One program walks accept_index in row-major blocks, carrying the count of kept entries: each
+    block's positions are the carry plus an in-block running sum (O(M) work for M = B*S entries)."""
+    carry = tl.full([], 0, tl.int64)
+    for start in range(0, total, BLOCK):
+        k = start + tl.arange(0, BLOCK).to(tl.int64)
+        inside = k < total
+        entry = tl.load(index_ptr + (k // width) * s_row + (k % width) * s_col, mask=inside, other=-1)
+        keep = inside & (entry != -1)
+        ones = keep.to(tl.int64)
+        position = carry + tl.cumsum(ones, 0) - 1
+        slot = tl.load(loc_ptr + entry.to(tl.int64), mask=keep)
+        tl.store(out_ptr + position, slot, mask=keep)
+        carry += tl.sum(ones, 0)
+
+
+def accept_out_cache_loc(*, accept_index, out_cache_loc, accepted_out_cache_loc):
+    """See `specverify.oracles.kv.accept_out_cache_loc`. One launch of one program; any strides of
+    accept_index."""
+    validate(oracle.check_accept_out_cache_loc, accept_index, out_cache_loc, accepted_out_cache_loc,
+             values=reads_values(accept_index))
+    total = accepted_out_cache_loc.shape[0]
+    if total == 0 or out_cache_loc.shape[0] == 0:
+        return
+    accept_kernel[(1,)](accept_index, *accept_index.stride(), accept_index.shape[1], out_cache_loc.contiguous(),
+                        accepted_out_cache_loc, total,
+                        BLOCK=min(next_power_of_2(total), COMPACT_BLOCK))
+
+
+@launcher
+@triton.jit
+def assign_kernel(rpi_ptr, start_ptr, end_ptr, loc_ptr, table_ptr, s_row, s_col, batch,
+                  BLOCK_R: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK: tl.constexpr):
+    """A program takes BLOCK_R requests: the lengths of every request before them (in blocks of
+    BLOCK_B) and an exclusive running sum inside give each its o_b; then their ranges as a
+    [BLOCK_R, BLOCK] tile, step by step up to the longest."""
+    first = tl.program_id(0) * BLOCK_R
+    before = tl.full([], 0, tl.int64)
+    for k0 in range(0, first, BLOCK_B):
+        k = k0 + tl.arange(0, BLOCK_B)
+        earlier = k < first
+        before += tl.sum(tl.load(end_ptr + k, mask=earlier, other=0) - tl.load(start_ptr + k, mask=earlier, other=0),
+                         0)
+    r = first + tl.arange(0, BLOCK_R)
+    live = r < batch
+    start = tl.load(start_ptr + r, mask=live, other=0)
+    length = tl.load(end_ptr + r, mask=live, other=0) - start
+    offset = before + tl.cumsum(length, 0) - length
+    row = tl.load(rpi_ptr + r, mask=live, other=0).to(tl.int64)
+    for j0 in range(0, tl.max(length, 0), BLOCK):
+        j = j0 + tl.arange(0, BLOCK).to(tl.int64)
+        inside = j[None, :] < length[:, None]
+        slot = tl.load(loc_ptr + offset[:, None] + j[None, :], mask=inside)
+        tl.store(table_ptr + row[:, None] * s_row + (start[:, None] + j[None, :]) * s_col, slot.to(tl.int32),
+                 mask=inside)
+
+
+def assign_req_to_token(*, req_pool_indices, start_offset, end_offset, out_cache_loc, req_to_token):
+    """See `specverify.oracles.kv.assign_req_to_token`. One launch, one program per REQUESTS requests;
+    any strides of the table."""
+    validate(oracle.check_assign_req_to_token, req_pool_indices, start_offset, end_offset, out_cache_loc,
+             req_to_token, values=reads_values(start_offset))
+    batch = req_pool_indices.shape[0]
+    if batch == 0 or out_cache_loc.shape[0] == 0 or req_to_token.numel() == 0:   # nothing can be written
+        return
+    assign_kernel[(cdiv(batch, REQUESTS),)](
+        req_pool_indices.contiguous(), start_offset.contiguous(), end_offset.contiguous(), out_cache_loc.contiguous(),
+        req_to_token, *req_to_token.stride(), batch,
+        BLOCK_R=REQUESTS, BLOCK_B=min(next_power_of_2(batch), PREFIX_BLOCK), BLOCK=SLOT_BLOCK)

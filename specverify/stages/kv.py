@@ -1,4 +1,5 @@
-"""Stage record of the `kv` family (STAGES.md: kv.*).
+"""Stage records of the `kv` family (STAGES.md: kv.*): committing draft keys and values, and the KV
+bookkeeping of tree verification (`kv.accept_out_cache_loc`, `kv.assign_req_to_token`).
 
 Where STAGES.md is silent (see `specverify.oracles.kv`): the caches are destination buffers whose
 defined region is the written slots only (the harness fills them beforehand; everything else must keep
@@ -86,4 +87,127 @@ COMMIT_DRAFT = Stage(
     bench=commit_bench,
 )
 
-STAGES = (COMMIT_DRAFT,)
+
+# ---------------------------------------------------------------- kv.accept_out_cache_loc
+
+TREE_NODES = 8   # nodes per request's draft tree in the benchmark inputs
+
+
+def accept_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: trees of 8 nodes per request, S = K + 1 columns; each row the root and an accepted path
+    (0.7 per draft), then -1; every node's slot distinct (int64)."""
+    width = BENCH_SPEC + 1
+    counts = bench.accepted_counts(rng, batch, BENCH_SPEC) + 1
+    index = np.full((batch, width), -1, np.int32)
+    for b, count in enumerate(counts):
+        path = np.sort(rng.choice(np.arange(1, TREE_NODES), count - 1, replace=False))
+        index[b, :count] = b * TREE_NODES + np.concatenate([[0], path])
+    return Example("valid", inputs={
+        "accept_index": index, "out_cache_loc": rng.permutation(4 * batch * TREE_NODES)[:batch * TREE_NODES]},
+        outputs={"accepted_out_cache_loc": Buffer((batch * width,), "int64")})
+
+
+ACCEPT_OUT_CACHE_LOC = Stage(
+    name="kv.accept_out_cache_loc",
+    doc="the KV slots of the accepted tree nodes, compacted in order (the rest of the output untouched)",
+    inputs=(
+        I("accept_index", "int32", "B, S", strided=True,
+          doc="per request, the flat node slots it accepted (root first), -1 for none; read row by row"),
+        I("out_cache_loc", "int32|int64", "L", doc="the KV slot of each verified node, by flat node slot"),
+    ),
+    outputs=(O("accepted_out_cache_loc", "int32|int64", "B*S",
+               doc="dtype of out_cache_loc; written: the first `count` entries (count = entries of "
+                   "accept_index that are not -1)"),),
+    semantics=(
+        "Read accept_index in row-major order (request by request, left to right) and skip every -1; "
+        "the k-th entry e that remains gives accepted_out_cache_loc[k] = out_cache_loc[e]. So the output "
+        "holds the accepted nodes' slots packed to the front, their order kept even where a -1 sits "
+        "between two entries of a row. Entries from the count on are not written (the engine reads only "
+        "the count, the sum of accepted drafts plus one per request). Invalid: an entry below -1 (an "
+        "engine that counts by `!= -1` but writes by `> -1` leaves a hole there), an entry >= L, and an "
+        "output of any size but B*S."
+    ),
+    tiers={
+        "valid": "Engine rows (the root, a rising path, then -1), bonus-only rows, fully accepted rows, "
+                 "rows with -1 between entries; S from 0 to 8, B up to 256 and batches of more than 1024 "
+                 "entries with B*S not a power of two; int32 and int64 slots (low, near 2^31, beyond "
+                 "int32); strided accept_index.",
+        "hazard": "Scrambled rows: any entries, repeated and falling, empty rows; slots anywhere in their "
+                  "dtype, its extremes included. Checked: the packed prefix, the rest untouched.",
+        "invalid": "An entry of -2 or -5, an entry equal to L, an output of B*(S+2) entries or of the "
+                   "other index dtype.",
+    },
+    worked=draw.accept_worked,
+    bench=accept_bench,
+    oracle=oracle.accept_out_cache_loc,
+    valid=draw.accept_valid,
+    hazard=draw.accept_hazard,
+    invalid=draw.accept_invalid,
+    invariants=draw.accept_invariants,
+    rows=draw.accept_table,
+    impls=kernels("kv", "accept_out_cache_loc"),
+    launches={"triton": 1, "torch": 16},
+)
+
+
+# ---------------------------------------------------------------- kv.assign_req_to_token
+
+def assign_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: a pool of 2B rows of 4096 tokens; each request writes its accepted tokens plus one (0.7
+    per draft) after a prefix of 100 to 4000 tokens, into distinct rows in random order; out_cache_loc
+    holds B*(K+1) slots, the unused tail garbage."""
+    width = 4096
+    lengths = bench.accepted_counts(rng, batch, BENCH_SPEC) + 1
+    start = rng.integers(100, 4000, batch)
+    slots = rng.permutation(8 * batch * (BENCH_SPEC + 1))[:batch * (BENCH_SPEC + 1)]
+    return Example("valid", inputs={
+        "req_pool_indices": rng.permutation(2 * batch)[:batch].astype(np.int64), "start_offset": start,
+        "end_offset": start + lengths, "out_cache_loc": slots,
+        "req_to_token": rng.integers(0, 2**31, (2 * batch, width)).astype(np.int32)})
+
+
+ASSIGN_REQ_TO_TOKEN = Stage(
+    name="kv.assign_req_to_token",
+    doc="write each request's new KV slots into its row of the request-to-token pool table",
+    inputs=(
+        I("req_pool_indices", "int32|int64", "B", doc="the table row of each request, in [0, P)"),
+        I("start_offset", "int64", "B", doc="the first column each request writes, >= 0"),
+        I("end_offset", "int64", "B", doc="one past the last column it writes, start_offset <= end <= L"),
+        I("out_cache_loc", "int64", "N",
+          doc="the new slots, request after request; N >= the sum of lengths, the rest never read"),
+        I("req_to_token", "int32", "P, L", strided=True, inout=True,
+          doc="the pool table: the ranges are written, every other element kept"),
+    ),
+    outputs=(),
+    semantics=(
+        "Request b writes len_b = end_offset[b] - start_offset[b] slots. Its slots start at o_b, the sum "
+        "of the lengths of the requests before it, and req_to_token[req_pool_indices[b], start_offset[b] "
+        "+ j] = out_cache_loc[o_b + j] for 0 <= j < len_b, the int64 slot stored as int32. No other "
+        "table element is written, and out_cache_loc from the sum of all lengths on is not read. Two "
+        "requests may share a table row when their ranges do not overlap. Invalid: start < 0, end < "
+        "start, end > L, a row outside [0, P), overlapping ranges on one row, a slot taken outside "
+        "[0, 2^31), out_cache_loc shorter than the sum of lengths."
+    ),
+    tiers={
+        "valid": "B up to 128 (3, 5, 17, 33 under stress), distinct rows in random order or rows shared "
+                 "by disjoint ranges, lengths of decode steps, above 32 and 0, ranges ending exactly at "
+                 "L (1 to 70); slots low or near 2^31; a garbage tail after the slots (values past int32 "
+                 "and negative); int32 and int64 row indices; row-strided and transposed tables.",
+        "hazard": "The valid shapes with every slot 0 or 2^31 - 1. Checked: each range holds its slots, "
+                  "everything else its old value.",
+        "invalid": "start -1, start past end, end L + 1, a row of P or -1, a second range onto a written "
+                   "one, a slot of 2^31, out_cache_loc one short.",
+    },
+    worked=draw.assign_worked,
+    bench=assign_bench,
+    oracle=oracle.assign_req_to_token,
+    valid=draw.assign_valid,
+    hazard=draw.assign_hazard,
+    invalid=draw.assign_invalid,
+    invariants=draw.assign_invariants,
+    rows=draw.assign_table,
+    impls=kernels("kv", "assign_req_to_token"),
+    launches={"triton": 1, "torch": 24},
+)
+
+STAGES = (COMMIT_DRAFT, ACCEPT_OUT_CACHE_LOC, ASSIGN_REQ_TO_TOKEN)

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from specverify.oracles.kv import BITS, FP8, LAYOUTS, SOURCES, fp8_code_of_bits, fp8_value
 from specverify.stage import Buffer, DrawContext, Example, Layout
-from specverify.strategies.blocks import generator, invalid, label, layout, one_invalid, short
+from specverify.strategies.blocks import (batch_size, generator, invalid, label, labelled_dtype, layout, mode,
+                                          one_invalid, short)
 
 
 def cast(values: np.ndarray, dtype: str) -> np.ndarray:
@@ -309,3 +310,286 @@ def commit_worked() -> Example:
         outputs={"key_cache": Buffer((2, 2, 1, 2), "float8_e4m3fn"),
                  "value_cache": Buffer((2, 2, 1, 2), "float8_e4m3fn")},
     )
+
+
+# ---------------------------------------------------------------- kv.accept_out_cache_loc
+
+INT32_MAX = 2**31 - 1
+
+
+def cache_locations(rng, size: int, dtype: str, extremes: bool = False) -> np.ndarray:
+    """`size` distinct KV slots of `dtype`, low ones or just below the top (int32's, or for int64 often
+    2**40); with `extremes`, any value of the dtype, its lowest and highest included (harmless to a stage
+    that only moves them)."""
+    info = np.iinfo(dtype)
+    if extremes:
+        values = rng.integers(info.min, info.max, size, dtype=dtype, endpoint=True)
+        pick = rng.random(size) < 0.2
+        values[pick] = rng.choice(np.array([info.min, info.max, -1, 0], dtype), int(pick.sum()))
+        return values
+    top = INT32_MAX if dtype == "int32" or rng.random() < 0.5 else 2**40
+    span = 4 * size + 8
+    low = 0 if rng.random() < 0.5 else top - span + 1
+    return (low + rng.choice(span, size, replace=False)).astype(dtype)
+
+
+def first_of_permutations(rng, batch: int, size: int, counts: np.ndarray, fill: int) -> np.ndarray:
+    """[batch, size]: per row, `counts[b]` distinct values of 0..size-1 in rising order, then `fill`."""
+    chosen = np.argsort(rng.random((batch, size)), axis=1)
+    chosen = np.where(np.arange(size)[None, :] < counts[:, None], chosen, size)
+    chosen.sort(axis=1)
+    return np.where(chosen == size, fill, chosen)
+
+
+def accepted_rows(rng, batch: int, width: int, nodes: int, shape: str) -> np.ndarray:
+    """accept_index [B, S] over trees of `nodes` nodes per request (flat slot b*nodes + i): engine rows
+    (the root, then a rising path of accepted nodes, then -1), bonus only, all accepted, holes (a -1
+    before later entries), or scrambled (any entry, repeats, falling order, empty rows)."""
+    if shape == "scrambled":
+        index = rng.integers(-1, batch * nodes, (batch, width))
+        index[rng.random((batch, width)) < 0.3] = -1
+        index[rng.random(batch) < 0.2] = -1
+        return index.astype(np.int32)
+    if width == 0:
+        return np.zeros((batch, 0), np.int32)
+    counts = {"bonus only": np.ones(batch, np.int64), "all accepted": np.full(batch, width)}.get(
+        shape, rng.integers(1, width + 1, batch))
+    path = first_of_permutations(rng, batch, nodes - 1, counts - 1, -2)[:, :width - 1] + 1   # nodes 1.., or -1
+    rows = np.concatenate([np.zeros((batch, 1), np.int64), path], axis=1)
+    index = np.where(rows >= 0, rows + np.arange(batch)[:, None] * nodes, -1)
+    if shape == "holes":   # the same entries spread over the row in order, -1 between
+        places = first_of_permutations(rng, batch, width, counts, width)
+        spread = np.full((batch, width + 1), -1, np.int64)
+        np.put_along_axis(spread, places, index, axis=1)
+        index = spread[:, :width]
+    return index.astype(np.int32)
+
+
+@st.composite
+def accept_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
+    kind = draw(mode())
+    stress = kind == "stress"
+    width = 1 if kind == "single" else draw(st.one_of(st.integers(1, 8), st.just(0)))
+    batch = 1 if kind == "single" else draw(batch_size(ctx, high=32 if ctx.small else 256))
+    if stress:   # a batch of many blocks of the running count, B*S not a power of two
+        batch, width = draw(st.sampled_from([(147, 7), (301, 5)] if ctx.small else [(1000, 7), (2049, 5)]))
+        batch = ctx.limits("B", 0, batch)[1]   # past the usual batch limit unless a domain bounds B
+    nodes = width + draw(st.integers(0, 6)) if width else draw(st.integers(1, 4))
+    shapes = ["scrambled"] if tier == "hazard" else ["engine", "holes", "bonus only", "all accepted", "holes"]
+    shape = draw(st.sampled_from(shapes))
+    label(f"accept_index: {shape}")
+    label("accept_index: B*S a power of two" if batch * width and not batch * width & (batch * width - 1)
+          else "accept_index: B*S not a power of two")
+    rng = draw(generator())
+    index = accepted_rows(rng, batch, width, max(nodes, 1), shape)
+    length = batch * max(nodes, 1) + draw(st.sampled_from([0, 0, 3]))
+    dtype = draw(labelled_dtype("out_cache_loc"))
+    return Example(
+        tier=tier,
+        inputs={"accept_index": index, "out_cache_loc": cache_locations(rng, length, dtype, tier == "hazard")},
+        outputs={"accepted_out_cache_loc": Buffer((batch * width,), dtype)},
+        layouts={"accept_index": lay} if (lay := draw(layout(2))) is not None else {},
+    )
+
+
+def accept_hazard(ctx: DrawContext):
+    return accept_valid(ctx, tier="hazard")
+
+
+def accept_invariants(ex: Example, out: dict) -> list[str]:
+    """Hazard tier: the first `count` entries are the kept entries' slots in row-major order (the tail
+    is the harness's: it must keep its fill)."""
+    index, loc = ex.inputs["accept_index"].reshape(-1), ex.inputs["out_cache_loc"]
+    want = loc[index[index != -1].astype(np.int64)]
+    got = out["accepted_out_cache_loc"][:len(want)]
+    wrong = np.flatnonzero(got != want)
+    if len(wrong):
+        k = int(wrong[0])
+        return [f"accepted_out_cache_loc[{k}] = {int(got[k])}, the {k}-th kept entry's slot is {int(want[k])}"]
+    return []
+
+
+@st.composite
+def accept_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(accept_valid(ctx))
+    index, loc = ex.inputs["accept_index"], ex.inputs["out_cache_loc"]
+    buf = ex.outputs["accepted_out_cache_loc"]
+    batch, width = index.shape
+    wider = Buffer((batch * (width + 2),), buf.dtype)
+    other = "int32" if loc.dtype == np.int64 else "int64"
+    found = []   # the value rules first: the ci profile's few draws favour the first candidates
+    if index.size:
+        b, s = draw(st.integers(0, batch - 1)), draw(st.integers(0, width - 1))
+        for bad, rule in ((draw(st.sampled_from([-2, -5])), "entries >= -1"), (len(loc), "entries < L")):
+            changed = index.copy()
+            changed[b, s] = bad
+            found.append(invalid(ex, "accept_index", rule, accept_index=changed))
+    if batch:   # B*N nodes' room for a [B, S] array (B = 0 gives the same size)
+        found.append(invalid(ex, "accepted_out_cache_loc", "B*S entries (B*N given)",
+                             outputs={"accepted_out_cache_loc": wider}))
+    found.append(invalid(ex, "accepted_out_cache_loc", "the dtype of out_cache_loc",
+                         outputs={"accepted_out_cache_loc": Buffer(buf.shape, other)}))
+    return draw(one_invalid(found))
+
+
+def accept_table(ex: Example):
+    index, loc = ex.inputs["accept_index"], ex.inputs["out_cache_loc"]
+    def slots(row):   # entries outside [0, L) (invalid-tier cases) show as "?"
+        return short([int(loc[e]) if 0 <= e < len(loc) else "?" for e in row.tolist() if e != -1])
+
+    rows = [[b, short(index[b]), slots(index[b])] for b in range(len(index))]
+    return ["req", "accept_index", "their out_cache_loc"], rows
+
+
+def accept_worked() -> Example:
+    """Three requests of four nodes (flat slots b*4 + i), S = 4: row 0 keeps nodes 0, 3 and 4, row 1 only
+    its bonus, row 2 two nodes; six of the twelve entries are written."""
+    return Example("valid", inputs={
+        "accept_index": np.array([[0, 3, 4, -1], [6, -1, -1, -1], [8, 9, -1, -1]], np.int32),
+        "out_cache_loc": np.arange(100, 112, dtype=np.int64)},
+        outputs={"accepted_out_cache_loc": Buffer((12,), "int64")})
+
+
+# ---------------------------------------------------------------- kv.assign_req_to_token
+
+@st.composite
+def request_ranges(draw, rng, batch: int, rows: int, width: int, stress: bool) -> tuple[np.ndarray, ...]:
+    """(req_pool_indices, start, end): distinct table rows in any order, or rows shared by several
+    requests with disjoint ranges; lengths of decode steps (1 to 8), long ones (above 32, when L allows),
+    zeros, and ranges ending exactly at L."""
+    shared = (draw(st.booleans()) or rows < batch) and not stress
+    label("rows: shared, disjoint ranges" if shared else "rows: distinct, unsorted")
+    pool = rng.integers(0, rows, batch) if shared else rng.permutation(rows)[:batch]
+    lengths = draw(st.sampled_from(["decode", "long", "mixed"]))
+    lengths = "long" if stress else lengths
+    label(f"lengths: {lengths}")
+    start, end = np.zeros(batch, np.int64), np.zeros(batch, np.int64)
+    for row in np.unique(pool):
+        owners = rng.permutation(np.flatnonzero(pool == row))
+        cuts = np.sort(rng.integers(0, width + 1, 2 * len(owners)))
+        if lengths == "long" and len(owners) == 1 and width > 32:   # one range of more than 32
+            cuts[0] = rng.integers(0, width - 32)
+            cuts[1] = rng.integers(cuts[0] + 33, width + 1)
+        if stress or rng.random() < 0.3:
+            cuts[-1] = width                                   # the last range ends exactly at L
+        for i, b in enumerate(owners):
+            low, high = int(cuts[2 * i]), int(cuts[2 * i + 1])
+            cap = {"decode": int(rng.integers(1, 9)), "long": high - low}.get(lengths, int(rng.integers(0, 48)))
+            if rng.random() < 0.15:
+                cap = 0
+            start[b] = max(low, high - cap)
+            end[b] = high
+    if stress and batch:
+        end[0] = start[0]                                      # a length-0 row
+    if (end == width).any():
+        label("ranges: one ends at L")
+    if ((end - start) > 32).any():
+        label("ranges: longer than 32")
+    if ((end - start) == 0).any():
+        label("ranges: length 0")
+    return pool, start, end
+
+
+@st.composite
+def assign_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
+    kind = draw(mode())
+    stress = kind == "stress"
+    batch = 1 if kind == "single" else draw(batch_size(ctx, high=24 if ctx.small else 128))
+    if stress:
+        batch = ctx.limits("B", 0, draw(st.sampled_from([3, 5, 17, 33])))[1]
+    rows = max(1, draw(st.sampled_from([batch, batch + 1, batch + 4, batch // 2])))
+    width = draw(st.sampled_from([1, 5, 8, 33, 70, 100] if not ctx.small else [1, 5, 8, 40, 64]))
+    if stress:
+        width, rows = max(width, 33), max(rows, batch)
+    rng = draw(generator())
+    pool, start, end = draw(request_ranges(rng, batch, rows, width, stress))
+    total = int((end - start).sum())
+    if tier == "hazard":   # slots at 0 and 2**31 - 1 only, a tail of slots past int32 and below 0
+        slots = rng.choice([0, INT32_MAX], total)
+    else:
+        slots = cache_locations(rng, total, "int32")
+    tail = rng.integers(-2**40, 2**40, draw(st.sampled_from([0, 1, 7])))
+    tail[rng.random(len(tail)) < 0.5] = INT32_MAX + 1
+    table = rng.integers(-2**31, 2**31, (rows, width)).astype(np.int32)
+    return Example(
+        tier=tier,
+        inputs={"req_pool_indices": pool.astype(draw(labelled_dtype("req_pool_indices"))), "start_offset": start,
+                "end_offset": end, "out_cache_loc": np.concatenate([slots, tail]).astype(np.int64),
+                "req_to_token": table},
+        layouts={"req_to_token": lay} if (lay := draw(layout(2, True if stress else None))) is not None else {},
+    )
+
+
+def assign_hazard(ctx: DrawContext):
+    return assign_valid(ctx, tier="hazard")
+
+
+def assign_invariants(ex: Example, out: dict) -> list[str]:
+    """Hazard tier: every element of the ranges holds its slot, every other element what it held."""
+    x = ex.inputs
+    want = x["req_to_token"].copy()
+    o = 0
+    for row, start, end in zip(x["req_pool_indices"].tolist(), x["start_offset"].tolist(), x["end_offset"].tolist()):
+        want[row, start:end] = x["out_cache_loc"][o:o + end - start]
+        o += end - start
+    got = out["req_to_token"]
+    wrong = np.argwhere(got != want)
+    if len(wrong):
+        r, c = (int(v) for v in wrong[0])
+        return [f"req_to_token[{r}, {c}] = {int(got[r, c])}, the contract gives {int(want[r, c])}"]
+    return []
+
+
+@st.composite
+def assign_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(assign_valid(ctx))
+    x = ex.inputs
+    pool, start, end, loc = x["req_pool_indices"], x["start_offset"], x["end_offset"], x["out_cache_loc"]
+    rows, width = x["req_to_token"].shape
+    total = int((end - start).sum())
+    found = []   # the rules engines break first: the ci profile's few draws favour the first candidates
+    long = np.flatnonzero(end > start)
+    if len(long) >= 2:   # a second written range moved onto the first one's row, overlapping it
+        a, b = int(long[0]), int(long[1])
+        same, s, e = pool.copy(), start.copy(), end.copy()
+        same[b], s[b], e[b] = pool[a], start[a], min(start[a] + end[b] - start[b], width)
+        found.append(invalid(ex, "req_pool_indices", "no overlapping ranges on one row", req_pool_indices=same,
+                             start_offset=s, end_offset=e))
+    if total:
+        high = loc.copy()
+        high[draw(st.integers(0, total - 1))] = INT32_MAX + 1
+        found.append(invalid(ex, "out_cache_loc", "slots < 2**31", out_cache_loc=high))
+        found.append(invalid(ex, "out_cache_loc", "at least Σlen slots", out_cache_loc=loc[:total - 1]))
+    if len(pool):
+        b = draw(st.integers(0, len(pool) - 1))
+
+        def changed(name, value, rule):
+            a = x[name].copy()
+            a[b] = value
+            return invalid(ex, name, rule, **{name: a})
+
+        found += [changed("start_offset", -1, "start >= 0"), changed("end_offset", width + 1, "end <= L"),
+                  changed("req_pool_indices", rows, "rows in [0, P)"), changed("req_pool_indices", -1, "rows >= 0")]
+        if end[b] > 0:
+            found.append(changed("start_offset", int(end[b]) + 1, "start <= end"))
+    if not found:   # B = 0: an empty batch is always valid; break a dtype the record allows no other way
+        found.append(invalid(ex, "start_offset", "dtype int64", start_offset=start.astype(np.int32)))
+    return draw(one_invalid(found))
+
+
+def assign_table(ex: Example):
+    x = ex.inputs
+    rows, o = [], 0
+    for b, (row, start, end) in enumerate(zip(x["req_pool_indices"].tolist(), x["start_offset"].tolist(),
+                                              x["end_offset"].tolist())):
+        rows.append([b, row, start, end, short(x["out_cache_loc"][o:o + end - start])])
+        o += end - start
+    return ["req", "table row", "start", "end", "slots"], rows
+
+
+def assign_worked() -> Example:
+    """A pool of 4 rows of 8: request 0 writes row 2, columns 3..5; request 1 row 0, columns 0..1."""
+    return Example("valid", inputs={
+        "req_pool_indices": np.array([2, 0], np.int64), "start_offset": np.array([3, 0], np.int64),
+        "end_offset": np.array([6, 2], np.int64), "out_cache_loc": np.array([50, 51, 52, 60, 61], np.int64),
+        "req_to_token": np.zeros((4, 8), np.int32)})
