@@ -14,10 +14,11 @@ Rows that stop early repeat their last node, so every scatter writes equal value
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.layout import iota
+from specverify.kernels.torch.layout import iota, scalar
 from specverify.oracles import tree_verify as oracle
 
 
@@ -176,9 +177,10 @@ def sample(candidates, retrieve_index, retrieve_next_token, retrieve_next_siblin
     above = parent.clamp(min=0)
     p = torch.where(token, target_probs[rows, above, candidates.clamp(0, vocab - 1)], 0.0)
     mass = running_sum(p, retrieve_next_sibling)
-    acc = max(torch.tensor(threshold_acc, dtype=torch.float32).item(), float(oracle.THR_FLOOR))
-    acc = torch.tensor(acc, dtype=torch.float32, device=p.device)
-    single = torch.tensor(threshold_single, dtype=torch.float32, device=p.device)
+    # thresholds rounded to f32 on the host; the divisor a device tensor filled in place (a host tensor is a
+    # copy that synchronizes; a Python scalar makes CUDA multiply by its reciprocal, not divide)
+    acc = scalar(float(max(np.float32(threshold_acc), np.float32(oracle.THR_FLOOR))), p, torch.float32)
+    single = float(np.float32(threshold_single))
     share = mass / acc
     coin = uniform_samples.gather(1, above)
     if rule == "le":

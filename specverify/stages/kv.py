@@ -109,6 +109,7 @@ def accept_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
 
 ACCEPT_OUT_CACHE_LOC = Stage(
     name="kv.accept_out_cache_loc",
+    dtype_follows={"accepted_out_cache_loc": "out_cache_loc"},
     doc="the KV slots of the accepted tree nodes, compacted in order (the rest of the output untouched)",
     inputs=(
         I("accept_index", "int32", "B, S", strided=True,

@@ -383,7 +383,7 @@ def accept_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     rng = draw(generator())
     index = accepted_rows(rng, batch, width, max(nodes, 1), shape)
     length = batch * max(nodes, 1) + draw(st.sampled_from([0, 0, 3]))
-    dtype = draw(labelled_dtype("out_cache_loc"))
+    dtype = draw(labelled_dtype("out_cache_loc", ctx))
     return Example(
         tier=tier,
         inputs={"accept_index": index, "out_cache_loc": cache_locations(rng, length, dtype, tier == "hazard")},
@@ -513,7 +513,7 @@ def assign_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     table = rng.integers(-2**31, 2**31, (rows, width)).astype(np.int32)
     return Example(
         tier=tier,
-        inputs={"req_pool_indices": pool.astype(draw(labelled_dtype("req_pool_indices"))), "start_offset": start,
+        inputs={"req_pool_indices": pool.astype(draw(labelled_dtype("req_pool_indices", ctx))), "start_offset": start,
                 "end_offset": end, "out_cache_loc": np.concatenate([slots, tail]).astype(np.int64),
                 "req_to_token": table},
         layouts={"req_to_token": lay} if (lay := draw(layout(2, True if stress else None))) is not None else {},
