@@ -50,6 +50,16 @@ def need_int(name: str, x: Any, low: int = 0) -> int:
     return x
 
 
+def largest_count(offsets: Any, inclusive: bool) -> int:
+    """The largest count that cumulative `offsets` hold (inclusive: counts from 0; else exclusive, a
+    leading offset), read the same from a NumPy array and a tensor on any device; 0 for none."""
+    if len(offsets) == 0:
+        return 0
+    steps = offsets[1:] - offsets[:-1]
+    largest = int(steps.max()) if len(steps) else 0
+    return max(largest, int(offsets[0])) if inclusive else largest
+
+
 def need_hint(name: str, hint: Any, largest: Any, what: str) -> None:
     """A host hint: None (not given) or a Python int >= 0 that is at least `largest`, the data's value
     of it (None: not read, as a kernel that does not read the device checks only the type)."""

@@ -17,7 +17,7 @@ from typing import Iterator
 import numpy as np
 
 from specverify.oracles import rejection
-from specverify.oracles.checks import (dtype_name, need_at_least, need_at_most, need_dtype, need_hint,
+from specverify.oracles.checks import (dtype_name, largest_count, need_at_least, need_at_most, need_dtype, need_hint,
                                        need_inclusive_offsets, need_int, need_ndim, need_shape)
 
 PLACEHOLDER = -1
@@ -302,7 +302,7 @@ def check_copy_and_expand(target_token_ids, target_positions, next_token_ids, qu
         if tokens:
             need_at_most("target_positions", target_positions, dtype_max(target_positions) - tokens - P,
                          "positions plus the query length fit the dtype")
-    longest = int(np.diff(query_start_loc).max(initial=0)) if values else None
+    longest = largest_count(query_start_loc, inclusive=False) if values else None
     need_hint("max_query_len", max_query_len, longest, "the longest query")
     return batch, tokens
 

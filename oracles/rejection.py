@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles.checks import (dtype_name, need_at_least, need_at_most, need_dtype, need_hint,
+from specverify.oracles.checks import (dtype_name, largest_count, need_at_least, need_at_most, need_dtype, need_hint,
                                        need_inclusive_offsets, need_int, need_ndim, need_shape)
 
 PLACEHOLDER = -1
@@ -133,7 +133,7 @@ def check_recovered(cu_num_draft_tokens, draft_token_ids, draft_probs, target_pr
     if values:
         need_inclusive_offsets("cu_num_draft_tokens", cu_num_draft_tokens, tokens, T_FLAT)
         need_at_least("draft_token_ids", draft_token_ids, PLACEHOLDER)
-    largest = int(np.diff(cu_num_draft_tokens, prepend=0).max(initial=0)) if values else None
+    largest = largest_count(cu_num_draft_tokens, inclusive=True) if values else None
     need_hint("max_spec_len", max_spec_len, largest, "the most drafts of a request")
     return batch, vocab
 
