@@ -157,3 +157,17 @@ def test_row_offsets_past_2_31_on_torch():
               uniform_final=torch.full((batch,), 0.5), **outs)
     picks = outs["predicts"].view(batch, k + 1)[:, 0]
     assert picks[-1].item() == 7 and (picks[:-1] == vocab - 1).all()
+
+
+def test_the_bench_input_is_on_the_exact_grid():
+    """The bench tables are valid-tier tables: multiples of 2**-16 summing to at most 1 and uniforms on the
+    2**-8 grid, so any summation order gives the oracle's bytes (on the H200 the softmax tables it had
+    before made both kernels differ from the oracle at B >= 64)."""
+    from specverify.stages.rejection_cdf import chain_cdf_bench
+
+    x = chain_cdf_bench(16, 32000, np.random.default_rng(3)).inputs
+    for name in ("target_probs", "draft_probs"):
+        table = x[name].astype(np.float64)
+        assert ((table * 2**16) % 1 == 0).all() and (table.sum(-1) <= 1).all(), name
+    for name in ("uniform_samples", "uniform_final"):
+        assert ((x[name].astype(np.float64) * 2**8) % 1 == 0).all(), name
