@@ -66,6 +66,7 @@ class Outcome:
     domain: list[str] = field(default_factory=list)   # the target's declared restrictions, each with its reason
     domain_summary: str = ""           # the same without reasons, on one line ("" for the whole contract)
     outside: list[dict] = field(default_factory=list)  # valid check: information draws outside each restriction
+    rules: list[dict] = field(default_factory=list)    # valid check: a failing outside kernel under each dialect
 
     @property
     def case_ids(self) -> list[str]:
@@ -133,6 +134,12 @@ def tier_check(tier: str, doc: str, order: int, applies: Callable[[Target], str 
 
             outcome.outside = outside.explore(target, ctx)
             outcome.notes += outside.notes(outcome.outside)
+        if tier == "valid" and outcome.status == "failed" and not target.backend.trusted and not target.dialect \
+                and target.stage.dialects:
+            from specverify import outside
+
+            outcome.rules = outside.other_rules(target, ctx)
+            outcome.notes += outside.rule_notes(outcome.rules)
         return outcome
 
     return Check(tier, doc, order, applies, run, lambda target, profile, examples: profile.count(tier, examples))

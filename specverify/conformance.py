@@ -59,6 +59,12 @@ class Verdict:
     domain: list[str] = field(default_factory=list)   # declared restrictions with their reasons ([]: whole contract)
     domain_summary: str = ""
     outside: list[dict] = field(default_factory=list)  # per restriction: its information draws (specverify.outside)
+    rules: list[dict] = field(default_factory=list)    # per dialect: a failing kernel's draws under it
+
+    @property
+    def follows(self) -> list[str]:
+        """Dialects whose draws all passed where the record's rule failed."""
+        return [r["dialect"] for r in self.rules if r["judged"] and not r["failed"]]
 
     @property
     def unneeded(self) -> list[str]:
@@ -88,7 +94,9 @@ class Verdict:
         within = f" Checked within its declared domain: {self.domain_summary}." \
             if self.domain_summary and "declared domain" not in self.summary else ""
         unneeded = f" Not needed, its excluded draws pass: {'; '.join(self.unneeded)}." if self.unneeded else ""
-        return f"{self.stage} ({self.source} on {self.device}){under}: {self.summary}.{within}{unneeded} " + \
+        follows = f" Its draws pass under dialect {', '.join(self.follows)}: it may follow that rule." \
+            if self.follows else ""
+        return f"{self.stage} ({self.source} on {self.device}){under}: {self.summary}.{within}{unneeded}{follows} " + \
             "; ".join(lv.text() for lv in self.levels)
 
 
@@ -160,7 +168,7 @@ def verdicts(outcomes: list[Outcome]) -> list[Verdict]:
         valid = next((o for o in group if o.check == "valid"), group[0])
         found.append(Verdict(stage, backend, device, source, [level_of(group, c, target) for c in names],
                              dialect, dialects.words(record, dialect), group[0].domain, group[0].domain_summary,
-                             valid.outside))
+                             valid.outside, valid.rules))
     return found
 
 

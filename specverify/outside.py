@@ -1,8 +1,12 @@
-"""Information draws outside a declared domain: for each restriction, a few draws of the domain without it
-are judged where they fall outside it (up to DRAWS distinct ones, of at most TRIES drawn in ROUNDS
+"""Information draws outside a declared domain, and under the record's other rules.
+
+For each restriction of a declared domain, a few draws of the domain without it are judged where they fall
+outside it (up to DRAWS distinct ones, of at most TRIES drawn in ROUNDS
 independent searches, each judging its share). They never fail a run; the report says what happens outside the
 domain, and a restriction whose excluded draws all pass is flagged as not needed (like a waiver no longer
-needed, without changing the exit status).
+needed, without changing the exit status). An outside implementation that fails the contract under
+the record's rule, and declared no dialect, is also judged on a few draws of each dialect of the record
+(`other_rules`): the report says which rule its kernel may follow instead.
 """
 from __future__ import annotations
 
@@ -75,4 +79,48 @@ def notes(found: list[dict]) -> list[str]:
             lines.append(f"{where}: its {r['judged']} excluded draw(s) pass: the restriction looks unneeded")
         else:
             lines.append(f"{where}: no excluded draw in {TRIES}")
+    return lines
+
+
+RULE_DRAWS = 40   # draws of each dialect's valid tier judged for `other_rules`
+
+
+def other_rules(target: Target, ctx: Context, draws: int = RULE_DRAWS) -> list[dict]:
+    """Per dialect of the target's record: {"dialect", "words", "judged", "failed"} over `draws` draws of
+    that dialect's valid tier judged by its oracle (failed: the first failure's headline, "" when all pass)."""
+    from specverify import dialects
+    from specverify.search import tier_strategy
+
+    found = []
+    for name in dialects.dialect_names(target.stage):
+        record = dialects.judged(target.stage, name)
+        under = replace(target, stage=record, dialect=name)
+        result = {"dialect": name, "words": dialects.words(target.stage, name), "judged": 0, "failed": ""}
+
+        def probe(example) -> None:
+            if (ctx.deadline is not None and time.monotonic() > ctx.deadline) or result["failed"]:
+                return
+            result["judged"] += 1
+            try:
+                verify(record, example, ctx.caller, under.label, ctx.guard_check)
+            except (Failure, OracleError) as exc:
+                result["failed"] = short(getattr(exc, "headline", str(exc)), record.name,
+                                         target.backend.name, target.device)
+
+        hypothesis_seed(seed_for(ctx.run_seed, target.stage.name, f"rule: {name}"))(
+            settings(ctx.profile.hypothesis_settings(draws), phases=(Phase.generate,))(
+                given(tier_strategy(under, "valid"))(probe)))()
+        found.append(result)
+    return found
+
+
+def rule_notes(found: list[dict]) -> list[str]:
+    """One line per dialect the failing kernel was judged by."""
+    lines = []
+    for r in found:
+        if r["failed"]:
+            lines.append(f"under {r['words']} instead: {r['failed']}")
+        elif r["judged"]:
+            lines.append(f"under {r['words']} instead: its {r['judged']} draws pass: the kernel may follow that "
+                         f"rule (declare dialect = \"{r['dialect']}\")")
     return lines

@@ -99,7 +99,7 @@ def to_json(run: Run) -> dict[str, Any]:
             "oracles": oracles(run), "implementations": implementations(run), "vendor": vendor,
             "verdicts": [{"stage": v.stage, "backend": v.backend, "device": v.device, "source": v.source,
                           "dialect": v.dialect, "rule": v.rule, "summary": v.summary, "domain": v.domain,
-                          "outside": v.outside, "unneeded": v.unneeded,
+                          "outside": v.outside, "unneeded": v.unneeded, "rules": v.rules, "follows": v.follows,
                           "levels": [vars(lv) for lv in v.levels]} for v in verdicts(run.outcomes)],
             "outcomes": [outcome_json(o) for o in run.outcomes], "waivers": waivers, "totals": totals(run)}
 

@@ -255,3 +255,18 @@ def test_a_corpus_case_inside_the_approximate_division_band_is_counted_not_repla
                "(a uniform within 6 f32 steps of f32(p / q)): not replayed" in n for n in outcome["notes"]), outcome
     _, whole = corpus()
     assert whole["examples"] == outcome["examples"] + 1, (whole, outcome)
+
+
+@pytest.mark.parametrize("stage,impl,rule", [
+    ("rejection.random", "specverify.kernels.torch.rejection:random_strict", "strict"),
+    ("tree.verify_greedy", "specverify.kernels.torch.tree_verify:verify_longest_path", "longest_path")])
+def test_a_failing_outside_kernel_is_told_which_dialect_it_may_follow(tmp_path, capsys, stage, impl, rule):
+    report = tmp_path / "r.json"
+    status = main(["check", "--stage", stage, "--impl", impl, "--device", "cpu", "--check", "valid",
+                   "--examples", "60", "--json", str(report), "--findings", str(tmp_path / "f")])
+    out = capsys.readouterr().out
+    [verdict] = json.loads(report.read_text())["verdicts"]
+    assert status == 1 and verdict["summary"] == "does not conform"
+    assert rule in verdict["follows"], verdict["rules"]
+    assert f"Its draws pass under dialect {', '.join(verdict['follows'])}: it may follow that rule." in out
+    assert f'declare dialect = "{rule}"' in out
