@@ -79,3 +79,13 @@ def inverse_noise(rng: np.random.Generator, rows: int, vocab: int) -> np.ndarray
     """`inv_q`: f32 [rows, V] of 1 / Exp(1) draws (rows of a rotated pool)."""
     pool = (1.0 / np.maximum(rng.exponential(1.0, (min(POOL, max(rows, 1)), vocab)), 1e-30)).astype(np.float32)
     return rotated([pool], rows, rng)[0][0]
+
+
+def on_grid(table: np.ndarray, bits: int = 16) -> np.ndarray:
+    """Probability rows floored to multiples of 2**-bits, what flooring lost added to each row's largest
+    cell: f32 rows that sum to 1 exactly, so every partial sum is exact in any order."""
+    scale = 2.0**bits
+    floored = np.floor(np.asarray(table, np.float64) * scale) / scale
+    top = floored.argmax(-1)[..., None]
+    np.put_along_axis(floored, top, np.take_along_axis(floored, top, -1) + 1 - floored.sum(-1, keepdims=True), -1)
+    return floored.astype(np.float32)

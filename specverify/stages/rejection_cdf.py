@@ -66,8 +66,8 @@ def chain_cdf_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example
     k = BENCH_SPEC
     target, top = bench.probability_table(rng, batch * (k + 1), vocab)
     other, _ = bench.probability_table(rng, batch * k, vocab)
-    target = on_grid(target.reshape(batch, k + 1, vocab))
-    draft = on_grid(0.5 * target[:, :k] + 0.5 * other.reshape(batch, k, vocab))
+    target = bench.on_grid(target.reshape(batch, k + 1, vocab))
+    draft = bench.on_grid(0.5 * target[:, :k] + 0.5 * other.reshape(batch, k, vocab))
     cand = top.reshape(batch, k + 1).astype(np.int64)
     return Example("valid", inputs={
         "candidates": np.concatenate([bench.token_ids(rng, (batch, 1), vocab, np.int64), cand[:, :k]], 1),
@@ -76,15 +76,6 @@ def chain_cdf_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example
         "uniform_final": draw.grid_uniforms(rng, (batch,), 8),
     }, outputs=draw.buffers(batch, k))
 
-
-def on_grid(table: np.ndarray, bits: int = 16) -> np.ndarray:
-    """f32 rows floored to multiples of 2**-bits, the mass lost added to each row's largest cell."""
-    scale = 2.0**bits
-    floored = np.floor(table.astype(np.float64) * scale) / scale
-    top = table.argmax(-1)[..., None]
-    lost = np.round((table.sum(-1, dtype=np.float64) - floored.sum(-1)) * scale) / scale
-    np.put_along_axis(floored, top, np.take_along_axis(floored, top, -1) + np.maximum(lost, 0)[..., None], -1)
-    return floored.astype(f32)
 
 
 ACCEPT = """\

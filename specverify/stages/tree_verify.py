@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from specverify.bench import inputs as bench
 from specverify.oracles import tree_verify as oracle
-from specverify.stage import BENCH_SPEC, Buffer, Dialect, Example, I, O, Stage, kernels
+from specverify.stage import BENCH_SPEC, Dialect, Example, I, O, Stage, kernels
 from specverify.strategies import tree_verify as draw
 from specverify.strategies.tree_shapes import depths, links, parents
 
@@ -180,10 +181,7 @@ def sample_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     n = BENCH_SPEC
     logits = rng.standard_normal((batch, n, vocab)) * 3
     probs = np.exp(logits - logits.max(-1, keepdims=True))
-    probs = np.floor(probs / probs.sum(-1, keepdims=True) / draw.GRID) * draw.GRID
-    top = probs.argmax(-1)[..., None]
-    np.put_along_axis(probs, top, np.take_along_axis(probs, top, -1) + 1 - probs.sum(-1, keepdims=True), -1)
-    probs = probs.astype(f32)
+    probs = bench.on_grid(probs / probs.sum(-1, keepdims=True))
     parent_rows = probs[np.arange(batch)[:, None], np.maximum(tree["parent"], 0)]
     cdf = np.cumsum(parent_rows.astype(np.float64), -1)
     candidates = np.minimum((cdf < rng.random((batch, n, 1)) * cdf[..., -1:]).sum(-1), vocab - 1).astype(i64)
