@@ -31,8 +31,6 @@ TRIES = 120   # draws generated per restriction, at most (those inside the restr
 def explore(target: Target, ctx: Context, draws: int = DRAWS) -> list[dict]:
     """Per restriction of the target's domain: {"restriction", "judged", "failed"} (failed: the first
     failure's headline, "" when every judged draw passed)."""
-    from specverify.search import tier_strategy
-
     domain: Domain | None = target.domain
     if domain is None or target.stage.valid is None:
         return []
@@ -40,32 +38,45 @@ def explore(target: Target, ctx: Context, draws: int = DRAWS) -> list[dict]:
     for restriction in domain.restrictions:
         others = replace(domain, restrictions=tuple(r for r in domain.restrictions if r is not restriction))
         wider = replace(target, domain=others if others.restrictions else None)
-        result = {"restriction": restriction.short, "judged": 0, "failed": ""}
-        seen: set[str] = set()
+        seeds = [f"outside: {restriction.short} {round}" for round in range(ROUNDS)]
+        found.append({"restriction": restriction.short, **judge_draws(
+            wider, ctx, seeds, TRIES, draws, admits=lambda example: bool(domain.outside(target.stage, example)),
+            distinct=True)})
+    return found
 
-        def probe(example, share: int) -> None:
-            if (ctx.deadline is not None and time.monotonic() > ctx.deadline) or result["failed"] \
-                    or result["judged"] >= share or not domain.outside(target.stage, example):
-                return
+
+def judge_draws(target: Target, ctx: Context, seeds: list[str], tries: int, draws: int,
+                admits=lambda example: True, distinct: bool = False) -> dict:
+    """{"judged", "failed"} of `target`'s valid-tier draws judged by its record: one search per seed name,
+    of tries // len(seeds) draws each, the i-th judging until (i + 1) / len(seeds) of `draws` are judged;
+    only the draws `admits`, each once when `distinct` (a search draws some examples more than once).
+    failed: the first failure's headline, "" when every judged draw passed."""
+    from specverify.search import tier_strategy
+
+    result, seen = {"judged": 0, "failed": ""}, set()
+
+    def probe(example, share: int) -> None:
+        if (ctx.deadline is not None and time.monotonic() > ctx.deadline) or result["failed"] \
+                or result["judged"] >= share or not admits(example):
+            return
+        if distinct:
             key = cases.content_hash(*cases.to_meta(target.stage.name, example))
-            if key in seen:       # the search draws some examples more than once: judge each once
+            if key in seen:
                 return
             seen.add(key)
-            result["judged"] += 1
-            try:
-                verify(target.stage, example, ctx.caller, target.label, ctx.guard_check)
-            except (Failure, OracleError) as exc:
-                result["failed"] = short(getattr(exc, "headline", str(exc)), target.stage.name,
-                                         target.backend.name, target.device)
+        result["judged"] += 1
+        try:
+            verify(target.stage, example, ctx.caller, target.label, ctx.guard_check)
+        except (Failure, OracleError) as exc:
+            result["failed"] = short(getattr(exc, "headline", str(exc)), target.stage.name,
+                                     target.backend.name, target.device)
 
-        for round in range(ROUNDS):
-            share = -(-draws * (round + 1) // ROUNDS)
-            test = hypothesis_seed(seed_for(ctx.run_seed, target.stage.name, f"outside: {restriction.short} {round}"))(
-                settings(ctx.profile.hypothesis_settings(TRIES // ROUNDS), phases=(Phase.generate,))(
-                    given(tier_strategy(wider, "valid"))(lambda example: probe(example, share))))
-            test()
-        found.append(result)
-    return found
+    for i, name in enumerate(seeds):
+        share = -(-draws * (i + 1) // len(seeds))
+        hypothesis_seed(seed_for(ctx.run_seed, target.stage.name, name))(
+            settings(ctx.profile.hypothesis_settings(tries // len(seeds)), phases=(Phase.generate,))(
+                given(tier_strategy(target, "valid"))(lambda example: probe(example, share))))()
+    return result
 
 
 def notes(found: list[dict]) -> list[str]:
@@ -89,29 +100,10 @@ def other_rules(target: Target, ctx: Context, draws: int = RULE_DRAWS) -> list[d
     """Per dialect of the target's record: {"dialect", "words", "judged", "failed"} over `draws` draws of
     that dialect's valid tier judged by its oracle (failed: the first failure's headline, "" when all pass)."""
     from specverify import dialects
-    from specverify.search import tier_strategy
 
-    found = []
-    for name in dialects.dialect_names(target.stage):
-        record = dialects.judged(target.stage, name)
-        under = replace(target, stage=record, dialect=name)
-        result = {"dialect": name, "words": dialects.words(target.stage, name), "judged": 0, "failed": ""}
-
-        def probe(example) -> None:
-            if (ctx.deadline is not None and time.monotonic() > ctx.deadline) or result["failed"]:
-                return
-            result["judged"] += 1
-            try:
-                verify(record, example, ctx.caller, under.label, ctx.guard_check)
-            except (Failure, OracleError) as exc:
-                result["failed"] = short(getattr(exc, "headline", str(exc)), record.name,
-                                         target.backend.name, target.device)
-
-        hypothesis_seed(seed_for(ctx.run_seed, target.stage.name, f"rule: {name}"))(
-            settings(ctx.profile.hypothesis_settings(draws), phases=(Phase.generate,))(
-                given(tier_strategy(under, "valid"))(probe)))()
-        found.append(result)
-    return found
+    return [{"dialect": name, "words": dialects.words(target.stage, name), **judge_draws(
+        replace(target, stage=dialects.judged(target.stage, name), dialect=name), ctx, [f"rule: {name}"],
+        draws, draws)} for name in dialects.dialect_names(target.stage)]
 
 
 def rule_notes(found: list[dict]) -> list[str]:
