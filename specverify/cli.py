@@ -1,10 +1,13 @@
-"""The command line: `specverify list | check | replay | show | bench | corpus | matrix`.
+"""The command line: `specverify list | check | replay | show | bench | corpus | matrix | mutate`.
 
 Exit status: 0 when everything checked passed (failures every one covered by an expect-fail waiver
 included), 1 on any other failure or a waiver that is no longer needed, 2 on bad usage (a bad waiver
 file, a vendor that resolves to nothing, an empty --impl or --vendor, a --cases path that is a file, a
 time limit that is not finite or over MAX_SECONDS), an unreadable or damaged case or report (`matrix`), a
 report or matrix that could not be written, 3 when nothing was checked (every target skipped).
+`mutate`: 0 when every mutant was killed, timed out, crashed, was counted apart (does not import or
+compile) or is judged equivalent; 1 when one survived that no equivalence entry names, a stage's baseline
+fails (it is not mutated) or a mutant's check broke; 2 on bad usage; 3 when no mutant was run.
 """
 from __future__ import annotations
 
@@ -66,6 +69,8 @@ def parser() -> argparse.ArgumentParser:
                      help="what the --impl declares (TOML: domain, dialect, validates; see specverify.domain)")
     chk.add_argument("--check", action="append", choices=list(CHECKS), metavar="CHECK",
                      help=f"only these checks (repeatable; {', '.join(CHECKS)})")
+    chk.add_argument("--first-failure", action="store_true",
+                     help="stop a target's checks at its first failing one (mutation runs use it)")
     chk.add_argument("--cases", type=Path, default=None, metavar="DIR",
                      help="your own case folder, replayed (read only) by the corpus check after the suite's")
     chk.add_argument("--findings", type=folder, default=None, metavar="DIR",
@@ -140,6 +145,30 @@ def parser() -> argparse.ArgumentParser:
     mtx.add_argument("report", nargs="+", type=Path, metavar="REPORT.json", help="reports of specverify check")
     mtx.add_argument("--out", type=folder, required=True, metavar="DIR",
                      help="where matrix.html and matrix.md are written")
+    mut = sub.add_parser("mutate", help="plant first-order bugs (mutants) in an implementation's own source and "
+                                        "report which the checks catch")
+    mut.add_argument("--stage", action="append", metavar="NAME", help="stage name or glob (repeatable; one with --impl)")
+    mut.add_argument("--impl", type=named, metavar="MODULE:FUNCTION", help="the implementation to mutate (one --stage)")
+    mut.add_argument("--vendor", type=named, metavar="NAME", help="mutate every stage a vendor implements")
+    mut.add_argument("--device", choices=backends.DEVICES)
+    mut.add_argument("--profile", choices=sorted(PROFILES), default="ci", help="the checks' budget (default ci)")
+    mut.add_argument("--examples", type=positive, metavar="N", help="valid-tier examples per check (default: the profile's)")
+    mut.add_argument("--seed", type=int, default=0, metavar="S", help="run seed of every check, and of --sample")
+    mut.add_argument("--jobs", type=positive, default=1, metavar="N", help="mutants checked at once (default 1)")
+    mut.add_argument("--sample", type=positive, metavar="N", help="check N of the mutants, chosen by --seed")
+    mut.add_argument("--operator", action="append", metavar="OP", help="only mutants of this operator (repeatable)")
+    mut.add_argument("--list", action="store_true", help="list the mutants and run nothing")
+    mut.add_argument("--equivalent", type=Path, metavar="FILE",
+                     help="TOML of [[mutant]] id, reason (and stage): survivors judged equivalent")
+    mut.add_argument("--deadline", type=seconds, metavar="S",
+                     help="wall time per mutant (default: 4 x the baseline's, plus 30 s)")
+    mut.add_argument("--timeout", type=seconds, metavar="S", help="time limit per call (default: the profile's)")
+    mut.add_argument("--waivers", type=Path, metavar="PATH", help="the vendor's waiver file, passed to every check")
+    mut.add_argument("--cases", type=Path, metavar="DIR", help="the vendor's case folder, replayed by every check")
+    mut.add_argument("--json", type=Path, metavar="PATH", help="write the JSON report")
+    mut.add_argument("--markdown", type=Path, metavar="PATH", help="write a Markdown report")
+    mut.add_argument("--out", type=folder, default=Path("specverify-mutants"), metavar="DIR",
+                     help="where the killing cases are copied (default ./specverify-mutants)")
     return top
 
 
@@ -210,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():   # kernels' and interpreters' warnings are not the run's output
             warnings.simplefilter("ignore")
             return {"list": cmd_list, "check": cmd_check, "replay": cmd_replay, "show": cmd_show,
-                    "bench": cmd_bench, "corpus": cmd_corpus, "matrix": cmd_matrix}[args.command](args)
+                    "bench": cmd_bench, "corpus": cmd_corpus, "matrix": cmd_matrix,
+                    "mutate": cmd_mutate}[args.command](args)
     except (UsageError, LookupError, cases.CaseError, waivers.WaiverError, session.PlanError) as exc:
         console.print(f"specverify {args.command}: error: {exc}", markup=False)
         return USAGE
@@ -335,7 +365,8 @@ def check_plan(args, waiver_set=None) -> session.RunPlan:
     """The run plan of `specverify check` (session.PlanError for a findings folder in the suite's corpus)."""
     return session.RunPlan.build(args.profile, seed=args.seed, examples=args.examples, isolate=args.isolate,
                                  timeout=args.timeout, target_timeout=args.target_timeout, findings=args.findings,
-                                 cases=args.cases, checks=args.check, waivers=waiver_set, memory=args.memory)
+                                 cases=args.cases, checks=args.check, waivers=waiver_set, memory=args.memory,
+                                 first_failure=args.first_failure)
 
 
 def cmd_check(args) -> int:
@@ -642,3 +673,78 @@ def plot(results: dict, out: Path) -> int:
     for path in figures.draw(results, out):
         console.print(f"wrote {path}", markup=False)
     return PASSED
+
+
+def mutate_subjects(args) -> list:
+    """The (stage, implementation) pairs a `specverify mutate` covers."""
+    from specverify.mutate import Subject
+
+    if bool(args.impl) == bool(args.vendor):
+        raise UsageError("give one of --impl (with one --stage) and --vendor")
+    if args.impl:
+        stages = registry.select(args.stage)
+        if len(stages) != 1:
+            raise UsageError(f"--impl mutates one stage; --stage selects {len(stages)}")
+        return [Subject(stages[0].name, args.impl)]
+    vendor = vendors.resolve(args.vendor, list(registry.all_stages()), args.timeout or vendors.READ_TIMEOUT)
+    chosen = {s.name for s in registry.select(args.stage)}
+    found = [Subject(name, source, args.vendor) for name, source in vendor.implementations.items() if name in chosen]
+    if not found:
+        raise UsageError(f"--stage selects no stage that vendor {vendor.name} implements "
+                         f"({', '.join(vendor.implementations)})")
+    return found
+
+
+def cmd_mutate(args) -> int:
+    """Enumerate the mutants of each subject, then (unless --list) run them and report."""
+    import time
+
+    from specverify import mutants, mutate, mutate_report
+
+    for op in args.operator or ():
+        if op not in mutants.OPERATORS:
+            raise UsageError(f"--operator {op!r}: not an operator (known: {', '.join(mutants.OPERATORS)})")
+    try:
+        equivalent = mutate.load_equivalent(args.equivalent) if args.equivalent else {}
+    except mutate.EquivalentError as exc:
+        raise UsageError(str(exc)) from None
+    options = mutate.Options(args.profile, args.examples, args.seed, impl_device(args), args.jobs, args.deadline,
+                             args.timeout, args.waivers, args.cases, args.out)
+    subjects = mutate_subjects(args)
+    enumerated = [(subject, *mutate.enumerate_mutants(subject.impl, args.operator)) for subject in subjects]
+    known = {m.id for _, everything, _ in enumerated for m in everything}
+    if args.list:
+        for subject, everything, chosen in enumerated:
+            chosen = mutate.sample(chosen, args.sample, args.seed)
+            console.print(f"{subject.stage} ({subject.impl}): {len(chosen)} of {len(everything)} mutant(s)", markup=False)
+            for m in chosen:
+                console.print(f"  {m.id}  {m.path}:{m.line}  [{m.operator}] {m.before} → {m.after}", markup=False)
+        return PASSED
+    console.print(f"specverify mutate: profile {options.profile}, seed {options.seed}, {len(subjects)} stage(s), "
+                  f"{args.jobs} at a time, on {options.device}", markup=False)
+
+    def heard(subject, result) -> None:
+        console.print(f"{result.outcome:16} {subject.stage} {result.mutant.id} ({result.seconds:.1f}s)", markup=False)
+
+    run = mutate.MutationRun([], options, str(args.equivalent) if args.equivalent else None,
+                             mutate.stale(equivalent, known), time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    interrupted = False
+    try:
+        with stopped_by_signals():
+            for subject, everything, chosen in enumerated:
+                run.stages.append(mutate.run_mutants(subject, mutate.sample(chosen, args.sample, args.seed), options,
+                                                     equivalent, len(everything), heard))
+    except session.Interrupted as stop:
+        console.print(f"specverify mutate: interrupted by {stop.why}: the report holds the "
+                      f"{len(run.stages)} stage(s) that finished", markup=False)
+        run.stale, interrupted = [], True
+    console.print(mutate_report.summary_table(run))
+    for line in mutate_report.lines(run):
+        console.print(line, markup=False)
+    problems = mutate_report.write(run, args.json, args.markdown)
+    for line in problems:
+        console.print(f"specverify mutate: error: {line}", markup=False)
+    ran = sum(len(s.results) for s in run.stages)
+    status = FAILED if run.survivors or run.counts()["error"] or interrupted else \
+        NOTHING_CHECKED if not ran else PASSED
+    return USAGE if problems else status

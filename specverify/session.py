@@ -3,9 +3,9 @@
 Each target gets one caller: in this process (the oracle, our own kernels in the ci and nightly profiles,
 functions handed over directly), or a worker process (`isolate`, and always for outside implementations),
 with a time limit per call and per target. A target's checks run in their registered order (the corpus
-first) and every one runs even when another failed. With waivers, a check a skip waiver names is never
-launched (no worker starts when every check of a target is skipped), and failures an expect-fail waiver
-covers come back as "xfailed". Every outcome names the implementation's module fingerprint.
+first) and every one runs even when another failed (unless the plan's `first_failure` stops them at the
+first that fails). With waivers, a check a skip waiver names is never launched (no worker starts when
+every check of a target is skipped), and failures an expect-fail waiver covers come back as "xfailed". Every outcome names the implementation's module fingerprint.
 
 Everything a run does besides choosing its targets is one `RunPlan`, built once (`RunPlan.build`) by each
 front end from the profile and its overrides; the cases a search finds go to the plan's findings folder,
@@ -56,12 +56,14 @@ class RunPlan:
     checks: tuple[str, ...] | None = None  # None: every check that applies and is asked by default
     waivers: object = None         # waivers.WaiverSet or None
     memory: int | None = None      # bytes of address space a CPU worker may map (None: no limit)
+    first_failure: bool = False    # a target's checks stop at its first failing one (mutation runs)
 
     @classmethod
     def build(cls, profile: Profile | str = "ci", *, seed: int | None = None, examples: int | None = None,
               isolate: bool | None = None, timeout: float | None = None, target_timeout: float | None = None,
               findings: Path | None = None, keep_findings: bool = True, cases: Path | None = None,
-              checks=None, waivers=None, memory: int | None = None, option_prefix: str = "--") -> RunPlan:
+              checks=None, waivers=None, memory: int | None = None, first_failure: bool = False,
+              option_prefix: str = "--") -> RunPlan:
         """The plan: each override given (not None) wins over the profile's value. `findings`: see
         `cases.findings_dir` (`keep_findings=False`: nothing is saved); it may not lie in the suite's
         corpus, and `cases` must be a folder. `option_prefix` names the options in errors ("--specverify-")."""
@@ -75,7 +77,7 @@ class RunPlan:
                    profile.target_timeout if target_timeout is None else target_timeout,
                    folder, Path(cases) if cases is not None else None,
                    tuple(checks) if checks else None, waivers,
-                   profile.worker_memory if memory is None else memory)
+                   profile.worker_memory if memory is None else memory, first_failure)
 
 
 def findings_folder(given: Path | None, option_prefix: str = "--") -> Path:
@@ -198,6 +200,8 @@ def run_target(target: Target, plan: RunPlan, listener: Listener, only: set[str]
                 waivers.settle(target, outcome)
             listener.check_done(target, outcome)
             outcomes.append(outcome)
+            if plan.first_failure and outcome.status in ("failed", "error"):
+                break
     except Interrupted as stop:
         stop.outcomes = outcomes
         raise

@@ -11,6 +11,9 @@ size); anything else is "answered out of protocol". A worker that dies (any exit
 protocol or runs past its time is ended with everything it started, its failure is reported in words,
 and the next call starts a fresh worker. Loading the implementation is bounded by the same per-call limit
 and tried once.
+
+A mutation run (`specverify.mutate`) names a mutant in the environment (MUTANT_ENV: a JSON file holding
+the module's name and the mutated file): the worker, and only the worker, loads that module from it.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import pickle
 import select
 import signal
 import struct
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +41,7 @@ from specverify.materialize import Plan
 LOAD_ANSWER = 1 << 20       # bytes: the answer to loading (ready, the module's fingerprint)
 LOG_TAIL = 4096             # bytes of a worker's output kept for a report
 LOG_LINE = 240              # characters of one output line kept
+MUTANT_ENV = "SPECVERIFY_MUTANT"   # names a mutant's JSON file: {"module", "path"} (specverify.mutate)
 PRELOAD = ["numpy", "torch", "hypothesis", "specverify.registry", "specverify.materialize", "specverify.calls",
            "specverify.sandbox"]
 
@@ -181,6 +186,40 @@ def parse_header(data: bytes) -> dict:
 
 # --- the worker process --------------------------------------------------------------------------------
 
+class MutantFinder:
+    """Finds one module (`name`) at a mutated file (`path`) instead of its own, so that the module's
+    `__file__`, `inspect.getsource` and Triton's source reading all see the mutated text. `package`: the
+    original package folder, when the mutated module is a package's `__init__` (its submodules stay)."""
+
+    def __init__(self, name: str, path: str, package: str | None):
+        self.name, self.path, self.package = name, path, package
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        from importlib.util import spec_from_file_location
+
+        return spec_from_file_location(fullname, self.path,
+                                       submodule_search_locations=[self.package] if self.package else None)
+
+
+def apply_mutant(source: str) -> None:
+    """When MUTANT_ENV names a mutant, load its module from the mutated file from now on: the module, its
+    submodules and the implementation's own module (`source`'s) are dropped from sys.modules first (a
+    forkserver's preload may hold them), and a MutantFinder goes first on sys.meta_path."""
+    named = os.environ.get(MUTANT_ENV)
+    if not named:
+        return
+    with open(named) as f:
+        found = json.load(f)
+    module, path, package = str(found["module"]), str(found["path"]), found.get("package")
+    entry = source.partition(":")[0]
+    for name in list(sys.modules):
+        if name in (module, entry) or name.startswith(module + "."):
+            del sys.modules[name]
+    sys.meta_path.insert(0, MutantFinder(module, path, str(package) if package else None))
+
+
 def worker_main(conn, stage_name: str, source: str, lib: str, device: str, log_path: str,
                 memory: int | None) -> None:
     """Contain this process (the runner returns here), load the implementation, answer calls until told
@@ -193,6 +232,7 @@ def worker_main(conn, stage_name: str, source: str, lib: str, device: str, log_p
 
     try:
         seal()      # the measurements' instruments and probe table, before the implementation is imported
+        apply_mutant(source)
         impl = backends.load(source)
     except BaseException as exc:  # a module that fails to import, exits or raises: the target's failure
         missing = isinstance(exc, (ModuleNotFoundError, backends.NotLoadable))

@@ -1,6 +1,8 @@
 """vendor_demo's rejection-sampling kernels (Torch, vectorized, CPU and CUDA).
 
-- `expand` conforms.
+- `expand` conforms. Its defensive clamp (an index never passes the last request) plants an equivalent
+  mutant: `- 1` made `- 0` clamps to one past the last request, which no index reaches either (see
+  mutants-equivalent.toml).
 - `recovered` conforms on the contract's domain but lets a NaN score win: `torch.argmax` treats NaN as
   the largest value, while the contract says a NaN score never wins. Tracked as vendor-demo#7 and
   waived in waivers.toml (the engine masks NaN logits before this kernel runs).
@@ -21,7 +23,8 @@ def expand(*, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded):
     old = torch.tensor(replace_from, dtype=x.dtype, device=x.device)
     new = torch.tensor(replace_to, dtype=x.dtype, device=x.device)
     values = torch.where(x == old, new, x)
-    expanded.copy_(values[request_of_each_token(cu_num_tokens, num_tokens)])
+    index = request_of_each_token(cu_num_tokens, num_tokens)
+    expanded.copy_(values[index.clamp(max=cu_num_tokens.shape[0] - 1)])   # defensive: never past the last request
 
 
 def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids,
