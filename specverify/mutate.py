@@ -307,7 +307,8 @@ def keep_case(failing: dict, out: Path, mutant_id: str) -> str | None:
     if not case or not Path(case).is_file():
         return None
     digest = hashlib.sha256(mutant_id.encode()).hexdigest()[:10]
-    folder = out / "cases" / f"{re.sub(r'[^\w.-]+', '_', mutant_id)[:80]}-{digest}"
+    name = re.sub(r"[^\w.-]+", "_", mutant_id)[:80]
+    folder = out / "cases" / f"{name}-{digest}"
     folder.mkdir(parents=True, exist_ok=True)
     for source in (Path(case), Path(case).with_suffix(".json")):
         if source.is_file():
