@@ -142,7 +142,8 @@ def parser() -> argparse.ArgumentParser:
                      help=f"time limit of an --impl call, at most {MAX_SECONDS:g} s (default 120)")
 
     mtx = sub.add_parser("matrix", help="several JSON reports side by side: an HTML page and a Markdown twin")
-    mtx.add_argument("report", nargs="+", type=Path, metavar="REPORT.json", help="reports of specverify check")
+    mtx.add_argument("report", nargs="+", type=Path, metavar="REPORT.json", help="reports of specverify check, and of specverify mutate (a "
+                                                                       "'mutants killed' figure in their cells)")
     mtx.add_argument("--out", type=folder, required=True, metavar="DIR",
                      help="where matrix.html and matrix.md are written")
     mut = sub.add_parser("mutate", help="plant first-order bugs (mutants) in an implementation's own source and "

@@ -15,6 +15,10 @@ and one column per stage that any row has a verdict for, in registry order. A ce
 - `unchecked` (the contract was not run, was skipped by a waiver, or the suite broke),
 - `absent` (the vendor does not implement the stage), `missing` (the report does not cover it).
 
+A mutation report (`specverify mutate --json`, `mutate_report.FORMAT`) read beside them adds to each cell
+of the same implementation, device and stage a "mutants killed" figure (`Cell.mutants`); one that matches
+no row is listed in `Matrix.unmatched`.
+
 A failure an expect-fail waiver covers keeps its category; the cell names the waiver. Rows are compared
 with the first report's: a report of another suite version, or with another sha256 for an oracle module
 both list, is marked not comparable.
@@ -27,6 +31,8 @@ from pathlib import Path
 
 from specverify import bounded, registry
 from specverify.reports import FORMAT
+
+MUTATION_FORMAT = "specverify-mutation/1"    # mutate_report.FORMAT (not imported: it needs the runner)
 
 MAX_BYTES = 64 * 2**20        # a nightly report of every stage is a few MiB
 MAX_DETAIL = 4000             # characters of a failure's report shown on the page
@@ -93,8 +99,17 @@ class Report:
     outcomes: list[dict]
 
 
-def load(path: Path) -> Report:
-    """Read and check one report; ReportError (one line naming `path`) when it is not one."""
+@dataclass
+class Mutation:
+    """What the matrix takes from one mutation report: its device and, per stage, the figure to show."""
+    path: Path
+    device: str
+    stages: list[tuple[str, str, str]]             # (row name, stage, "mutants killed: ...")
+
+
+def load(path: Path) -> Report | Mutation:
+    """Read and check one report (a check report, or a mutation report); ReportError (one line naming
+    `path`) when it is not one."""
     try:
         text = bounded.read_nested(path, MAX_BYTES, bounded.JSON_SKIPPED)
     except OSError as exc:
@@ -106,6 +121,8 @@ def load(path: Path) -> Report:
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ReportError(f"{path}: not a specverify report (not JSON: {exc})") from None
     try:
+        if isinstance(data, dict) and data.get("format") == MUTATION_FORMAT:
+            return mutation_parsed(path, data)
         return parsed(path, data)
     except ReportError as exc:
         raise ReportError(f"{path}: not a specverify report: {exc}") from None
@@ -160,6 +177,45 @@ def parsed(path: Path, data: object) -> Report:
                   oracles, vendor, verdicts, outcomes)
 
 
+def mutation_parsed(path: Path, data: dict) -> Mutation:
+    stages = registry.all_stages()
+    found = []
+    for w, entry in items(data, "stages", "report"):
+        where = f"report.{w}"
+        stage, impl = need(entry, "stage", (str,), where), need(entry, "impl", (str,), where)
+        if stage not in stages:
+            raise ReportError(f"{where}.stage: {stage!r} is not a stage of this suite")
+        vendor = need(entry, "vendor", (str,), where, optional=True)
+        baseline = need(entry, "baseline", (str,), where)
+        counts = need(entry, "counts", (dict,), where)
+        for key in ("killed", "timed out", "crashed", "survived", "equivalent", "does not import",
+                    "does not compile", "error"):
+            need(counts, key, (int,), f"{where}.counts")
+        found.append((vendor or implementation_name(impl), stage, mutation_figure(baseline, counts)))
+    return Mutation(path, need(data, "device", (str,), "report"), found)
+
+
+def implementation_name(impl: str) -> str:
+    """The row name of an implementation a mutation report names by import path (as `row_key` names it)."""
+    module = impl.split(":")[0]
+    for backend in ("torch", "triton"):
+        if module.startswith(f"specverify.kernels.{backend}."):
+            return f"specverify {backend}"
+    return module
+
+
+def mutation_figure(baseline: str, counts: dict[str, int]) -> str:
+    if baseline != "passed":
+        return "mutants: not run (the unmutated implementation fails)"
+    kills = counts["killed"] + counts["timed out"] + counts["crashed"]
+    total = kills + counts["survived"]
+    rate = f" ({100 * kills / total:.0f}%, killed alone {100 * counts['killed'] / total:.0f}%)" if total else ""
+    apart = counts["does not import"] + counts["does not compile"] + counts["error"]
+    return (f"mutants killed: {kills} of {total}{rate}" + (f"; {counts['equivalent']} judged equivalent"
+                                                           if counts["equivalent"] else "")
+            + (f"; {apart} counted apart" if apart else ""))
+
+
 # --- the matrix ----------------------------------------------------------------------------------------
 
 
@@ -184,6 +240,7 @@ class Cell:
     waivers: list[str] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     anchor: str = ""                                # the id of the failure's detail on the page
+    mutants: str = ""                               # a mutation report's figure for this cell
 
     @property
     def label(self) -> str:
@@ -206,6 +263,7 @@ class Matrix:
     rows: list[Row]
     stages: list[str]                               # the columns
     unchecked: list[str]                            # stages of the registry no row has a verdict for
+    unmatched: list[str] = field(default_factory=list)   # mutation figures no row and column take
 
     @property
     def comparable(self) -> bool:
@@ -286,8 +344,10 @@ def differences(report: Report, first: Report) -> list[str]:
     return found
 
 
-def build(found: list[Report]) -> Matrix:
-    """The matrix of the reports, rows in the order given (a report's own rows in its order)."""
+def build(given: list[Report | Mutation]) -> Matrix:
+    """The matrix of the reports, rows in the order given (a report's own rows in its order), with the
+    mutation reports' figures in the cells they name."""
+    found = [r for r in given if isinstance(r, Report)]
     rows: list[Row] = []
     for report in found:
         mine: dict[tuple, Row] = {}
@@ -316,4 +376,13 @@ def build(found: list[Report]) -> Matrix:
             cell = row.cells.setdefault(stage, Cell("missing"))
             if cell.failures:
                 cell.anchor = f"d{i}-{j}"
-    return Matrix(rows, stages, [s for s in order if s not in checked])
+    unmatched = []
+    for mutation in (r for r in given if isinstance(r, Mutation)):
+        for name, stage, figure in mutation.stages:
+            cells = [row.cells[stage] for row in rows if row.name == name and stage in stages
+                     and row.device.startswith(f"{mutation.device} (")]
+            for cell in cells:
+                cell.mutants = figure
+            if not cells:
+                unmatched.append(f"{name} on {mutation.device}: {stage}: {figure} ({mutation.path})")
+    return Matrix(rows, stages, [s for s in order if s not in checked], unmatched)

@@ -2,8 +2,9 @@
 
 The page needs nothing from the network and runs no script: its style sheet is inline and it names
 only fonts the system has. Each cell says its verdict in words (the colour repeats it), the declared
-domain and the dialect where the report has them, and links to an anchor further down with the
-failure: the level, the case id, the headline, the replay command and the report of the first failure.
+domain and the dialect where the report has them, a mutation report's "mutants killed" figure, and
+links to an anchor further down with the failure: the level, the case id, the headline, the replay
+command and the report of the first failure.
 Every text from a report is escaped (`html.escape` on the page; backslash escapes and code spans
 whose fence outgrows any backtick run in the Markdown).
 """
@@ -67,6 +68,7 @@ def cell_notes(cell: Cell) -> list[str]:
     notes = [f"dialect: {cell.dialect}"] if cell.dialect else []
     notes += [f"not needed, its excluded draws pass: {', '.join(cell.unneeded)}"] if cell.unneeded else []
     notes += [cell.detail] if cell.detail else []
+    notes += [cell.mutants] if cell.mutants else []
     notes += [f"expected by {w}" for w in cell.waivers]
     return notes
 
@@ -151,6 +153,9 @@ def html(matrix: Matrix) -> str:
     lines.append("</tbody></table>")
     if matrix.unchecked:
         lines.append(f'<p class="aside">Not checked by any of these reports: {e(", ".join(matrix.unchecked))}.</p>')
+    if matrix.unmatched:
+        lines.append('<p class="aside">Mutation figures with no cell of these reports: '
+                     f'{e("; ".join(matrix.unmatched))}.</p>')
     failures = html_failures(matrix)
     if failures:
         lines += ["<h2>Failures</h2>", '<p class="aside">Each replay command is as its report gives it: run it in'
@@ -209,6 +214,8 @@ def markdown(matrix: Matrix) -> str:
         lines.append(f"| {head} | " + " | ".join(md_cell(row.cells[s]) for s in matrix.stages) + " |")
     if matrix.unchecked:
         lines += ["", "Not checked by any of these reports: " + ", ".join(f"`{s}`" for s in matrix.unchecked) + "."]
+    if matrix.unmatched:
+        lines += ["", "Mutation figures with no cell of these reports: " + md_text("; ".join(matrix.unmatched)) + "."]
     sections = [(row, stage, row.cells[stage]) for row in matrix.rows for stage in matrix.stages
                 if row.cells[stage].anchor]
     if sections:

@@ -255,3 +255,31 @@ def test_cli_writes_the_reports(tmp_path, monkeypatch, capsys):
     assert [m["outcome"] for m in stage["mutants"]] == ["killed", "survived", "survived"]
     assert stage["kill_rate"] == 0.5 and data["stale"] == ["gone#0"]
     assert "## Survivors" in (tmp_path / "m.md").read_text()
+
+
+def test_the_matrix_shows_mutants_killed(tmp_path, capsys):
+    """A mutation report beside check reports: the figure in the cell of its implementation and stage, in
+    both pages; one that matches no row is listed; a damaged one is a usage error."""
+    demo = ROOT / "examples" / "vendor_demo" / "reports" / "report.json"
+    run = made_run(tmp_path)
+    run.stages[0].subject = mutate.Subject("rejection.expand", IMPL, "vendor_demo")
+    run.stages[1].subject = mutate.Subject("eagle.extend_queries", "vendor_demo.eagle:extend_queries", "vendor_demo")
+    mutation = tmp_path / "mutation.json"
+    mutate_report.write(run, mutation, None)
+    assert main(["matrix", str(demo), str(mutation), "--out", str(tmp_path / "out")]) == 0
+    figure = "mutants killed: 2 of 3 (67%, killed alone 67%); 1 judged equivalent; 1 counted apart"
+    html, md = (tmp_path / "out" / "matrix.html").read_text(), (tmp_path / "out" / "matrix.md").read_text()
+    assert figure in html and "mutants: not run (the unmutated implementation fails)" in html
+    assert figure.replace("(", "\\(").replace(")", "\\)") in md
+    assert "no cell" not in html
+    run.stages[0].subject = mutate.Subject("rejection.expand", "acme.rejection:expand")
+    mutate_report.write(run, mutation, None)
+    assert main(["matrix", str(demo), str(mutation), "--out", str(tmp_path / "out")]) == 0
+    assert "Mutation figures with no cell of these reports: acme.rejection on cpu: rejection.expand" in \
+        (tmp_path / "out" / "matrix.html").read_text()
+    data = json.loads(mutation.read_text())
+    data["stages"][0]["counts"]["killed"] = "two"
+    mutation.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["matrix", str(demo), str(mutation), "--out", str(tmp_path / "out")]) == 2
+    assert "report.stages[0].counts.killed must be an integer" in capsys.readouterr().out
