@@ -170,3 +170,31 @@ def remembers_its_calls(**kw):
     remembers_its_calls.calls = getattr(remembers_its_calls, "calls", 0) + 1
     expand(**kw)
     return remembers_its_calls.calls
+
+
+SIDE_STREAM_DELAY = 50_000_000    # torch.cuda._sleep cycles (tens of milliseconds) before the real work
+
+
+def on_a_side_stream(kw: dict, ordered: bool) -> None:
+    """A correct `rejection.expand` queued on a side stream behind a delay (the side stream first waits
+    for the caller's, so it reads the inputs as given); `ordered`: the caller's stream then waits for it."""
+    from specverify.kernels.torch.rejection import expand
+
+    current = torch.cuda.current_stream()
+    side = torch.cuda.Stream()
+    side.wait_stream(current)
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(SIDE_STREAM_DELAY)
+        expand(**kw)
+    if ordered:
+        current.wait_stream(side)
+
+
+def races_the_callers_stream(**kw):
+    """Right once the device is synchronized; still unwritten when the caller's stream reads the output."""
+    on_a_side_stream(kw, ordered=False)
+
+
+def orders_its_side_stream(**kw):
+    """The same side-stream work, ordered before the caller's stream: right on it."""
+    on_a_side_stream(kw, ordered=True)
