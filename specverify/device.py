@@ -11,13 +11,15 @@ allocator's pool). Before that, the caller has run the backend's own warm-up onc
 
 Sealing. `seal()` takes, once per process, the CUDA entry points these measurements use (`Instruments`:
 the C functions behind `torch.cuda.set_sync_debug_mode`, `torch.cuda._sleep`, `torch.cuda.synchronize`,
-the event methods, the profiler class) and a copy of the probe table (`specverify.probes.PROBES`). The
+`torch.cuda.current_stream` and `set_stream`, the stream and event classes and the event methods, the
+profiler class) and a copy of the probe table (`specverify.probes.PROBES`). The
 worker seals before it imports an implementation; in this process the first `resolve_probe` seals. What
 is rebound afterwards in Python (those torch functions, `specverify.probes` or its table) does not reach
 a measurement. Not sealed: the rest of the suite's Python code in that process, and native code.
 
 The verdicts on what is measured are the judge's (`specverify.properties`); the decisions are plain
-functions here (`witness_verdict`, `launches_between_markers`) so that they can be tested without a GPU.
+functions here (`witness_verdict`, `launches_between_markers`), and the order of what a measurement does
+goes through the instruments, so that both can be tested without a GPU.
 """
 from __future__ import annotations
 
@@ -329,7 +331,6 @@ def check_no_sync(call: Call, device: str, tools: Instruments | None = None) -> 
     behind a witness (retried once, longer, when it had finished), with the sync debug mode set to error.
     Measures: {"witness": "pending" | "finished"}, or {"tampered": "sync_debug_mode"}."""
     tools = tools or instruments()
-    synchronize(device, tools)
     before = tools.get_sync_debug_mode()      # a warm-up call that changes the mode does not keep it changed
     try:
         spin_s = first_witness_s(warm_up(call, device, tools=tools))

@@ -1,5 +1,6 @@
-"""Hostile implementations of `rejection.greedy` (and one of `rejection.sample_padded`): each breaks the
-judge's trust in a different way. The suite must turn every one into a failure of that target alone."""
+"""Hostile implementations of `rejection.greedy` and `rejection.expand` (and one of
+`rejection.sample_padded`): each breaks the judge's trust in a different way. The suite must turn every
+one into a failure of that target alone (`orders_its_side_stream` is the control that must pass)."""
 import os
 import sys
 import time
@@ -172,20 +173,24 @@ def remembers_its_calls(**kw):
     return remembers_its_calls.calls
 
 
-SIDE_STREAM_DELAY = 50_000_000    # torch.cuda._sleep cycles (tens of milliseconds) before the real work
+SIDE_STREAM_DELAY = 50_000_000    # torch.cuda._sleep cycles (tens of milliseconds) before the output is written
 
 
 def on_a_side_stream(kw: dict, ordered: bool) -> None:
-    """A correct `rejection.expand` queued on a side stream behind a delay (the side stream first waits
-    for the caller's, so it reads the inputs as given); `ordered`: the caller's stream then waits for it."""
+    """A correct `rejection.expand` on a side stream (which first waits for the caller's, so it reads the
+    inputs as given), into a copy of the output that is copied back after a delay: every allocation is
+    made before the delay is queued. `ordered`: the caller's stream then waits for the side stream."""
     from specverify.kernels.torch.rejection import expand
 
     current = torch.cuda.current_stream()
     side = torch.cuda.Stream()
     side.wait_stream(current)
     with torch.cuda.stream(side):
+        out = kw["expanded"]
+        scratch = out.clone()
+        expand(**{**kw, "expanded": scratch})
         torch.cuda._sleep(SIDE_STREAM_DELAY)
-        expand(**kw)
+        out.copy_(scratch)
     if ordered:
         current.wait_stream(side)
 
