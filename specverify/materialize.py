@@ -202,7 +202,8 @@ class Bound:
         """The device slots' bytes as a probe read them (on its own stream: `probes.stream_order`) become
         the arena's, and `read_back` reads the device no more. Every device slot must be read."""
         if readings.keys() != self.device_slots.keys():
-            raise ValueError(f"readings of {sorted(readings)}: expected every device slot ({sorted(self.device_slots)})")
+            raise ValueError(f"readings of {sorted(readings)}: expected every device slot "
+                             f"({sorted(self.device_slots)})")
         for name, data in readings.items():
             slot = self.plan.slots[name]
             self.arena[slot.offset:slot.end] = data

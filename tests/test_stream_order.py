@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from specverify import registry, session
+from specverify import materialize, registry, session
 from specverify.backends import BACKENDS, Target
 from specverify.calls import InProcess, Result
 from specverify.checks import CHECKS, Context
@@ -68,6 +68,19 @@ def test_a_call_that_raises_is_reported_as_raising():
         verify_stream_order(target, EXPAND.worked(), ctx)
     assert "raised RuntimeError: boom" in caught.value.headline and NOT_READY not in caught.value.headline
     assert caught.value.kind == "raised"
+
+
+def test_kept_readings_are_the_arena_and_nothing_reads_the_device_again():
+    plan, arena = materialize.plan(EXPAND, EXPAND.worked())
+    bound = materialize.Bound(plan, arena, "torch", "cpu")
+    name, slot = next(iter(plan.slots.items()))
+    size = slot.end - slot.offset
+    bound.device_slots = {name: torch.zeros(size, dtype=torch.uint8)}    # as if on the device, zeroed
+    with pytest.raises(ValueError, match="expected every device slot"):
+        bound.keep_readings({})
+    bound.keep_readings({name: np.full(size, 7, np.uint8)})
+    bound.read_back()
+    assert (arena[slot.offset:slot.end] == 7).all()
 
 
 # --- on a GPU ---------------------------------------------------------------------------------------
