@@ -1,6 +1,9 @@
 """Backends and targets: which implementation of a stage runs where on this machine, and why not.
 
-A backend is a small record; a target is one implementation of one stage on one device.
+A backend is a small record; a target is one implementation of one stage on one device. A backend may
+name a warm-up ("module:function" taking a `torch.device`) that makes what its kernels cache per device;
+the caller runs it once per device before the first call on CUDA (`specverify.calls.warm_backend`), so no
+measured call builds a cached constant, whatever ran before it in the process.
 """
 from __future__ import annotations
 
@@ -24,12 +27,13 @@ class Backend:
     validates: bool               # refuses invalid input (the invalid tier applies)
     slow_on_cpu: bool = False     # interpreted on the CPU: draws small shapes there
     trusted: bool = True          # our own code (outside implementations always run isolated)
+    warm_up: str = ""             # "module:function"(torch.device): makes its per-device cached constants
 
 
 BACKENDS = {
     "oracle": Backend("oracle", "numpy", ("cpu",), validates=True),
     "numpy": Backend("numpy", "numpy", ("cpu",), validates=True),
-    "torch": Backend("torch", "torch", DEVICES, validates=True),
+    "torch": Backend("torch", "torch", DEVICES, validates=True, warm_up="specverify.kernels.torch.layout:warm_up"),
     "triton": Backend("triton", "torch", DEVICES, validates=True, slow_on_cpu=True),
     "impl": Backend("impl", "torch", DEVICES, validates=False, trusted=False),
 }

@@ -2,6 +2,8 @@
 
 Both callers return a `Result`: the arena after the call, the non-tensor arguments after the call, the
 returned value, and what went wrong (an exception, an exit, a signal, a time-out). Nothing is judged here.
+Before the first call on a CUDA device, a caller runs its backend's warm-up there once per process
+(`warm_backend`; `Backend.warm_up`).
 """
 from __future__ import annotations
 
@@ -80,11 +82,31 @@ def on_device(device: str) -> Iterator[None]:
         yield
 
 
+_warmed: set[tuple[str, int]] = set()     # (warm-up, CUDA device index) already run in this process
+
+
+def warm_backend(warm_up: str, device: str) -> None:
+    """Run a backend's warm-up ("module:function", `Backend.warm_up`) on the current CUDA device, once per
+    (warm-up, device) in this process, and wait for it; nothing for "" or off CUDA."""
+    if not warm_up or not device.startswith("cuda"):
+        return
+    import torch
+
+    from specverify.backends import load
+    from specverify.device import synchronize
+
+    index = torch.cuda.current_device()
+    if (warm_up, index) not in _warmed:
+        load(warm_up)(torch.device("cuda", index))
+        synchronize(device)
+        _warmed.add((warm_up, index))
+
+
 def invoke(impl: Callable[..., Any], plan: Plan, arena: np.ndarray, lib: str, device: str, checked: bool,
-           timeout: float | None, probe: str = "plain") -> tuple[Any, CallError | None, Bound, dict]:
+           timeout: float | None, probe: str = "plain", warm_up: str = "") -> tuple[Any, CallError | None, Bound, dict]:
     """Call `impl` on the plan's arguments over `arena`, the way `probe` (specverify.probes, through the
-    table `specverify.device.seal` took) says; afterwards the arena holds what it did. Returns (returned
-    value, error, bound arguments, measures)."""
+    table `specverify.device.seal` took) says, after the backend's `warm_up` (`warm_backend`); afterwards
+    the arena holds what it did. Returns (returned value, error, bound arguments, measures)."""
     from specverify.device import resolve_probe
     from specverify.kernels.checks import checked_mode
 
@@ -92,6 +114,7 @@ def invoke(impl: Callable[..., Any], plan: Plan, arena: np.ndarray, lib: str, de
     returned, error, measures = None, None, {}
     try:
         with checked_mode(checked), time_limit(timeout), on_device(device):
+            warm_backend(warm_up, device)
             returned, measures = resolve_probe(probe)(lambda: impl(**bound.kwargs), bound, device)
     except CallTimeout:
         error = CallError("timeout", f"timed out: still running after {timeout:g} s")
@@ -115,12 +138,13 @@ class InProcess:
 
     isolated = False
 
-    def __init__(self, impl: Callable[..., Any], lib: str, device: str, timeout: float | None = None):
-        self.impl, self.lib, self.device, self.timeout = impl, lib, device, timeout
+    def __init__(self, impl: Callable[..., Any], lib: str, device: str, timeout: float | None = None,
+                 warm_up: str = ""):
+        self.impl, self.lib, self.device, self.timeout, self.warm_up = impl, lib, device, timeout, warm_up
 
     def call(self, plan: Plan, arena: np.ndarray, checked: bool = False, probe: str = "plain") -> Result:
         returned, error, bound, measures = invoke(self.impl, plan, arena, self.lib, self.device, checked,
-                                                  self.timeout, probe)
+                                                  self.timeout, probe, self.warm_up)
         return Result(arena, bound.values_after(), returned, error, measures)
 
     def close(self) -> None:

@@ -1,21 +1,32 @@
-"""Measurements on the device: synchronize, a call captured in a CUDA graph, the launches of a call
-(counted between marker kernels) and the no-sync check (CUDA's sync debug mode and a witness kernel).
+"""Measurements on the device: synchronize, the warm-up, a call captured in a CUDA graph, the launches of
+a call (counted between marker kernels), the no-sync check (CUDA's sync debug mode and a witness kernel)
+and a call on a fresh non-default stream read back on that stream alone (stream order).
+
+The warm-up. Every measurement of a call (`check_no_sync`, the `launches` probe, `capture`,
+`stream_ordered`) first makes the same `WARM_UP_CALLS` unmeasured calls (`warm_up`), on the stream the
+measurement then uses, with the device synchronized before and after: whatever ran earlier in the
+process, the measured call never sees first-call work (compiling, building cached constants, growing the
+allocator's pool). Before that, the caller has run the backend's own warm-up once per device
+(`specverify.calls.warm_backend`).
 
 Sealing. `seal()` takes, once per process, the CUDA entry points these measurements use (`Instruments`:
 the C functions behind `torch.cuda.set_sync_debug_mode`, `torch.cuda._sleep`, `torch.cuda.synchronize`,
-the event methods, the profiler class) and a copy of the probe table (`specverify.probes.PROBES`). The
+`torch.cuda.current_stream` and `set_stream`, the stream and event classes and the event methods, the
+profiler class) and a copy of the probe table (`specverify.probes.PROBES`). The
 worker seals before it imports an implementation; in this process the first `resolve_probe` seals. What
 is rebound afterwards in Python (those torch functions, `specverify.probes` or its table) does not reach
 a measurement. Not sealed: the rest of the suite's Python code in that process, and native code.
 
 The verdicts on what is measured are the judge's (`specverify.properties`); the decisions are plain
-functions here (`witness_verdict`, `launches_between_markers`) so that they can be tested without a GPU.
+functions here (`witness_verdict`, `launches_between_markers`), and the order of what a measurement does
+goes through the instruments, so that both can be tested without a GPU.
 """
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 Call = Callable[[], Any]
 
@@ -26,6 +37,7 @@ MAX_FIRST_WITNESS_S = 0.25
 LONGER = 20                    # a retried witness: this many times the first one and the call it timed
 MARKER_CYCLES = 1000           # a marker kernel's spin
 MARKER = "spin_kernel"         # the name torch.cuda._sleep's kernel has in the profiler's record
+WARM_UP_CALLS = 1              # unmeasured calls before every measurement (`warm_up`)
 
 # What a measurement reports as tampering (the code travels from the worker, the words are the judge's).
 TAMPERING = {
@@ -46,11 +58,13 @@ class Instruments:
     get_sync_debug_mode: Callable | None
     sleep: Callable | None                  # torch._C._cuda_sleep(cycles), on the current stream
     current_stream: Callable | None         # torch._C._cuda_getCurrentStream(device index)
-    stream_type: type | None                # torch._C._CudaStreamBase
+    set_stream: Callable | None             # torch._C._cuda_setStream(stream_id=, device_index=, device_type=)
+    stream_type: type | None                # torch._C._CudaStreamBase (no arguments: a new non-default stream)
     event_type: type | None                 # torch._C._CudaEventBase
     record: Callable | None                 # its methods
     query: Callable | None
     wait: Callable | None                   # (the event's synchronize)
+    stream_waits: Callable | None           # (the event's wait(stream): the stream waits for the event)
     elapsed_ms: Callable | None
     profile: type                           # torch.profiler.profile
     cuda_activity: Any
@@ -80,9 +94,9 @@ def take_instruments() -> Instruments:
         getattr(c, "_cuda_synchronize", None), getattr(c, "_cuda_getDevice", None),
         getattr(c, "_cuda_setDevice", None), getattr(c, "_cuda_set_sync_debug_mode", None),
         getattr(c, "_cuda_get_sync_debug_mode", None), getattr(c, "_cuda_sleep", None),
-        getattr(c, "_cuda_getCurrentStream", None), getattr(c, "_CudaStreamBase", None), event,
-        getattr(event, "record", None), getattr(event, "query", None), getattr(event, "synchronize", None),
-        getattr(event, "elapsed_time", None),
+        getattr(c, "_cuda_getCurrentStream", None), getattr(c, "_cuda_setStream", None),
+        getattr(c, "_CudaStreamBase", None), event, getattr(event, "record", None), getattr(event, "query", None),
+        getattr(event, "synchronize", None), getattr(event, "wait", None), getattr(event, "elapsed_time", None),
         profile, ProfilerActivity.CUDA, DeviceType.CUDA)
 
 
@@ -128,25 +142,86 @@ def synchronize(device: str, tools: Instruments | None = None) -> None:
         tools.set_device(current)
 
 
-def capture(call: Call, calls: int = 1, between: Callable[[], None] | None = None):
-    """`calls` calls captured in one CUDA graph, after one warm-up call on a side stream (it compiles and
-    caches what the call needs outside the capture) and `between()` (say, restoring the arguments).
-    Returns (the graph, what the last captured call returned)."""
+def current_stream(tools: Instruments):
+    found = tools.current_stream(tools.get_device())
+    return tools.stream_type(stream_id=found[0], device_index=found[1], device_type=found[2])
+
+
+@contextmanager
+def on_stream(stream, tools: Instruments | None = None) -> Iterator[None]:
+    """`stream` the current stream of its device inside (None: the current one stays)."""
+    if stream is None:
+        yield
+        return
+    tools = tools or instruments()
+    before = current_stream(tools)
+    tools.set_stream(stream_id=stream.stream_id, device_index=stream.device_index, device_type=stream.device_type)
+    try:
+        yield
+    finally:
+        tools.set_stream(stream_id=before.stream_id, device_index=before.device_index,
+                         device_type=before.device_type)
+
+
+def warm_up(call: Call, device: str, stream=None, tools: Instruments | None = None) -> float:
+    """The warm-up every measurement makes first: `WARM_UP_CALLS` unmeasured calls on `stream` (None: the
+    current stream), the device synchronized before the first and after each. Returns the last call's
+    host seconds (the call alone, without the synchronization)."""
+    tools = tools or instruments()
+    synchronize(device, tools)
+    seconds = 0.0
+    for _ in range(WARM_UP_CALLS):
+        with on_stream(stream, tools):
+            started = time.perf_counter()
+            call()
+            seconds = time.perf_counter() - started
+        synchronize(device, tools)
+    return seconds
+
+
+def capture(call: Call, calls: int = 1, between: Callable[[], None] | None = None, device: str = "cuda"):
+    """`calls` calls captured in one CUDA graph on a side stream, after the warm-up (`warm_up`) on that
+    stream (it compiles and caches what the call needs outside the capture) and `between()` on it (say,
+    restoring the arguments). Returns (the graph, what the last captured call returned)."""
     import torch
 
     stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        call()
-    torch.cuda.current_stream().wait_stream(stream)
+    warm_up(call, device, stream)
     if between is not None:
-        between()
+        with on_stream(stream):
+            between()
     graph = torch.cuda.CUDAGraph()
     returned = None
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=stream):
         for _ in range(calls):
             returned = call()
     return graph, returned
+
+
+# --- stream order: the call on a fresh non-default stream, read back on that stream alone -----------
+
+def stream_ordered(call: Call, restore: Callable[[], None], read: Callable[[], Any], device: str,
+                   tools: Instruments | None = None) -> tuple[Any, Any]:
+    """A fresh non-default stream S (it does not wait for the legacy default stream) first waits for the
+    work queued so far on the current stream (the arguments' copies to the device); the warm-up runs on S;
+    then, with S current, `restore()` puts the arguments' first bytes back, the call is made and `read()`
+    queues the copies of what it wrote to (pinned) host memory. Only S is then waited for (an event
+    recorded on it), never the device: work the call left on another stream, not ordered before S, is
+    not waited for. Returns (what the call returned, what `read()` returned)."""
+    tools = tools or instruments()
+    stream = tools.stream_type()
+    queued = tools.event_type()
+    tools.record(queued, current_stream(tools))
+    tools.stream_waits(queued, stream)
+    warm_up(call, device, stream, tools)
+    done = tools.event_type()
+    with on_stream(stream, tools):
+        restore()
+        returned = call()
+        readings = read()
+        tools.record(done, stream)
+    tools.wait(done)
+    return returned, readings
 
 
 # --- launches: the device activities between two marker kernels -------------------------------------
@@ -211,11 +286,6 @@ def longer_witness_s(reading: WitnessReading) -> float:
     return LONGER * max(reading.spin_s, reading.call_s)
 
 
-def current_stream(tools: Instruments):
-    found = tools.current_stream(tools.get_device())
-    return tools.stream_type(stream_id=found[0], device_index=found[1], device_type=found[2])
-
-
 _spin_rates: dict[int, float] = {}
 
 
@@ -257,16 +327,13 @@ def witnessed_call(tools: Instruments, call: Call, device: str, spin_s: float,
 
 
 def check_no_sync(call: Call, device: str, tools: Instruments | None = None) -> tuple[Any, dict]:
-    """A warm-up call (unmeasured: it compiles and caches what the call needs), then the call behind a
-    witness (retried once, longer, when it had finished), with the sync debug mode set to error.
+    """The warm-up (`warm_up`: unmeasured, it compiles and caches what the call needs), then the call
+    behind a witness (retried once, longer, when it had finished), with the sync debug mode set to error.
     Measures: {"witness": "pending" | "finished"}, or {"tampered": "sync_debug_mode"}."""
     tools = tools or instruments()
-    synchronize(device, tools)
     before = tools.get_sync_debug_mode()      # a warm-up call that changes the mode does not keep it changed
     try:
-        started = time.perf_counter()
-        call()
-        spin_s = first_witness_s(time.perf_counter() - started)
+        spin_s = first_witness_s(warm_up(call, device, tools=tools))
         for _ in range(2):
             returned, reading = witnessed_call(tools, call, device, spin_s, before)
             verdict = witness_verdict(reading)

@@ -167,6 +167,7 @@ class Bound:
         self.plan, self.arena, self.lib, self.device = plan, arena, lib, device
         self.kwargs: dict[str, Any] = {}
         self.device_slots: dict[str, Any] = {}     # CUDA: the device copy of each slot's bytes
+        self.kept = False                          # a probe read the device slots itself (`keep_readings`)
         for name, value in plan.values.items():
             self.kwargs[name] = copy.deepcopy(value)
         for name, (container, value) in plan.containers.items():
@@ -189,10 +190,24 @@ class Bound:
         return slot.view_of(base)
 
     def read_back(self) -> None:
-        """Copy device slots back into the arena (CPU slots are the arena already)."""
+        """Copy device slots back into the arena (CPU slots are the arena already); nothing when a probe
+        has kept its own readings."""
+        if self.kept:
+            return
         for name, raw in self.device_slots.items():
             slot = self.plan.slots[name]
             self.arena[slot.offset:slot.end] = raw.cpu().numpy()
+
+    def keep_readings(self, readings: dict[str, np.ndarray]) -> None:
+        """The device slots' bytes as a probe read them (on its own stream: `probes.stream_order`) become
+        the arena's, and `read_back` reads the device no more. Every device slot must be read."""
+        if readings.keys() != self.device_slots.keys():
+            raise ValueError(f"readings of {sorted(readings)}: expected every device slot "
+                             f"({sorted(self.device_slots)})")
+        for name, data in readings.items():
+            slot = self.plan.slots[name]
+            self.arena[slot.offset:slot.end] = data
+        self.kept = True
 
     def values_after(self) -> dict[str, Any]:
         """The non-tensor arguments as they are after the call (an implementation must not change them)."""

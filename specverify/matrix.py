@@ -10,7 +10,7 @@ and one column per stage that any row has a verdict for, in registry order. A ce
 
 - `conforms`, `domain` (conforms within its declared domain: the verdict carries a `domain`),
 - `contract` (fails the contract: the valid tier), `robustness` (fails the hazard tier), `property`
-  (fails another level: no-sync, launches, graph-replay, cross-device),
+  (fails another level: no-sync, launches, graph-replay, stream-order, cross-device),
 - `crashed` (a failure of kind signal, exit or lost), `timeout` (of kind timeout),
 - `unchecked` (the contract was not run, was skipped by a waiver, or the suite broke),
 - `absent` (the vendor does not implement the stage), `missing` (the report does not cover it).

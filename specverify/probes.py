@@ -4,14 +4,16 @@ A probe takes the call (a no-argument function), the bound arguments and the dev
 and returns (the returned value, measures). It runs where the implementation runs (in this process or
 in a worker), through the table `specverify.device.seal` copied from `PROBES`, and measures with the
 sealed instruments (`specverify.device`); the verdict on its measures is the judge's
-(`specverify.properties`).
+(`specverify.properties`). Every GPU probe but `plain` first makes the same warm-up (`device.warm_up`:
+`WARM_UP_CALLS` unmeasured calls on the stream it measures on, the device synchronized), so what ran
+earlier in the process does not change what it measures.
 """
 from __future__ import annotations
 
 from typing import Any, Callable
 
 from specverify.bench.timing import Settings, measure
-from specverify.device import capture, check_no_sync, count_launches, synchronize
+from specverify.device import capture, check_no_sync, count_launches, stream_ordered, synchronize, warm_up
 from specverify.materialize import Bound
 
 Call = Callable[[], Any]
@@ -24,31 +26,61 @@ def plain(call: Call, bound: Bound, device: str) -> tuple[Any, dict]:
 
 
 def no_sync(call: Call, bound: Bound, device: str) -> tuple[Any, dict]:
-    """After a warm-up call, the call with CUDA's sync debug mode set to error, behind a witness kernel
+    """After the warm-up, the call with CUDA's sync debug mode set to error, behind a witness kernel
     (`device.check_no_sync`)."""
     return check_no_sync(call, device)
 
 
 def launches(call: Call, bound: Bound, device: str) -> tuple[Any, dict]:
-    """After a warm-up call (it compiles and caches what the call needs), the device activities the call
+    """After the warm-up (it compiles and caches what the call needs), the device activities the call
     launched, between marker kernels (`device.count_launches`)."""
-    call()
+    warm_up(call, device)
     return count_launches(call, device)
 
 
-def graph_replay(call: Call, bound: Bound, device: str) -> tuple[Any, dict]:
-    """The call captured in a CUDA graph and replayed on the arguments' first bytes: the arena then holds
-    what the replay wrote (a warm-up call first compiles and caches what it needs)."""
+def restorer(bound: Bound) -> Callable[[], None]:
+    """A function that puts every device slot's bytes back as they are now (copies queued on the current
+    stream)."""
     first = {name: raw.clone() for name, raw in bound.device_slots.items()}
 
     def restore() -> None:
         for name, raw in bound.device_slots.items():
             raw.copy_(first[name])
 
-    graph, returned = capture(call, between=restore)
+    return restore
+
+
+def graph_replay(call: Call, bound: Bound, device: str) -> tuple[Any, dict]:
+    """The call captured in a CUDA graph (after the warm-up on the capture stream) and replayed on the
+    arguments' first bytes: the arena then holds what the replay wrote."""
+    restore = restorer(bound)
+    graph, returned = capture(call, between=restore, device=device)
     restore()
     graph.replay()
     synchronize(device)
+    return returned, {}
+
+
+def stream_order(call: Call, bound: Bound, device: str) -> tuple[Any, dict]:
+    """The call made with a fresh non-default stream current, on the arguments' first bytes (after the
+    warm-up on that stream), and every device slot copied to pinned host memory on that stream, which
+    alone is waited for (`device.stream_ordered`). Those copies are the arena's readings
+    (`Bound.keep_readings`): nothing reads the device again before the judge sees them. The pinned
+    buffers are allocated first (an allocation may synchronize the device); the device is synchronized
+    only once the readings are taken."""
+    import torch
+
+    hosts = {name: torch.empty(raw.shape, dtype=raw.dtype, pin_memory=True)
+             for name, raw in bound.device_slots.items()}
+
+    def read() -> dict:
+        for name, raw in bound.device_slots.items():
+            hosts[name].copy_(raw, non_blocking=True)
+        return {name: host.numpy() for name, host in hosts.items()}
+
+    returned, readings = stream_ordered(call, restorer(bound), read, device)
+    bound.keep_readings(readings)
+    synchronize(device)     # the readings are taken: late work of the call lands in no memory freed after it
     return returned, {}
 
 
@@ -59,4 +91,5 @@ def bench(call: Call, bound: Bound, device: str, spec: str = "") -> tuple[Any, d
 
 
 PROBES: dict[str, Callable[..., tuple[Any, dict]]] = {
-    "plain": plain, "no_sync": no_sync, "launches": launches, "graph_replay": graph_replay, "bench": bench}
+    "plain": plain, "no_sync": no_sync, "launches": launches, "graph_replay": graph_replay,
+    "stream_order": stream_order, "bench": bench}

@@ -8,12 +8,19 @@
   largest count seen is reported either way; a record without both markers has been tampered with;
 - `graph-replay`: the call captured in a CUDA graph and replayed gives the bytes the contract requires
   (not asked of a stage that takes host lists: their copy to the device cannot be captured);
+- `stream-order`: the call made with a fresh non-default stream current, its outputs read back on that
+  stream alone (no device synchronization), gives the bytes the contract requires: an implementation that
+  does its work on another stream without ordering it before the caller's fails ("the outputs were not
+  ready on the caller's stream");
 - `cross-device`: the same drawn case called on every visible device leaves identical bytes (the whole
   arena: outputs, poison and guards) and returns the same value; asked where two or more devices are
   visible (`device_count`); a sharded run keeps it in the driver, which sees every device.
 Each draws a tenth of the valid tier's examples (at least 3), the same inputs as that tier's start. An
 isolated target's property checks each run in a fresh worker (`fresh_caller`): nothing an earlier call of
-the target did in its process carries over. The measurements are `specverify.device`'s.
+the target did in its process carries over. In any process, every measured call comes after the same
+warm-up (the backend's warm-up once per device, `calls.warm_backend`; then `device.warm_up` in every probe
+of these checks), so a check's verdict does not depend on what ran before it. The measurements are
+`specverify.device`'s.
 """
 from __future__ import annotations
 
@@ -109,6 +116,18 @@ def verify_graph_replay(target: Target, example: Example, ctx: Context) -> dict:
     return {}
 
 
+def verify_stream_order(target: Target, example: Example, ctx: Context) -> dict:
+    expected = expect(target.stage, example)
+    result = call_with("stream_order", target, example, ctx)
+    label = f"{target.label} (called on a non-default stream)" if result.error is not None else \
+        (f"{target.label}: the outputs were not ready on the caller's stream (called with a non-default stream "
+         f"current, read back on that stream without a device synchronization)")
+    failure = judge(target.stage, example, expected, result, label)
+    if failure is not None:
+        raise Failure(failure.headline, failure.detail, failure.kind if result.error is not None else "stream")
+    return {}
+
+
 @contextmanager
 def fresh_caller(ctx: Context) -> Iterator[Context]:
     """`ctx` with a caller no earlier call could influence: an isolated caller is replaced by a fresh
@@ -143,6 +162,8 @@ LAUNCHES = register(property_check("launches", "device launches per call, within
                                    verify_launches))
 GRAPH_REPLAY = register(property_check("graph-replay", "a CUDA-graph capture replays to the same bytes", 42,
                                        verify_graph_replay, capturable))
+STREAM_ORDER = register(property_check("stream-order", "outputs ready on the caller's non-default stream, read "
+                                       "there without a device sync", 43, verify_stream_order))
 
 
 def device_count(device: str) -> int:
@@ -169,7 +190,7 @@ def device_callers(target: Target, base) -> list:
     count = device_count(target.device)
     names = [f"cuda:{i}" for i in range(count)] if target.device == "cuda" else ["cpu"] * count
     if not getattr(base, "isolated", False):
-        return [InProcess(base.impl, base.lib, name, base.timeout) for name in names]
+        return [InProcess(base.impl, base.lib, name, base.timeout, base.warm_up) for name in names]
     callers = []
     for name in names:
         caller = base.like(name)
@@ -234,5 +255,5 @@ def run_cross_device(target: Target, ctx: Context) -> Outcome:
             caller.close()
 
 
-CROSS_DEVICE = register(Check("cross-device", "identical bytes from the same case on every visible device", 43,
+CROSS_DEVICE = register(Check("cross-device", "identical bytes from the same case on every visible device", 44,
                               on_devices, run_cross_device, planned, spans_devices=True))

@@ -124,13 +124,13 @@ def runs_isolated(target: Target, plan: RunPlan) -> bool:
 def caller_for(target: Target, plan: RunPlan):
     if runs_isolated(target, plan):
         caller = Isolated(target.stage.name, target.source, target.backend.lib, target.device, plan.per_call,
-                          plan.memory)
+                          plan.memory, target.backend.warm_up)
         problem = caller.start()
         if problem is not None and problem.kind == "missing":
             caller.close()
             raise ImplementationNotFound(f"{target.source}: {problem.text}")
         return caller
-    return InProcess(target.load(), target.backend.lib, target.device, plan.per_call)
+    return InProcess(target.load(), target.backend.lib, target.device, plan.per_call, target.backend.warm_up)
 
 
 def checks_of(target: Target, plan: RunPlan) -> list:

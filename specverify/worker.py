@@ -221,9 +221,9 @@ def apply_mutant(source: str) -> None:
 
 
 def worker_main(conn, stage_name: str, source: str, lib: str, device: str, log_path: str,
-                memory: int | None) -> None:
+                memory: int | None, warm_up: str = "") -> None:
     """Contain this process (the runner returns here), load the implementation, answer calls until told
-    to stop."""
+    to stop (the backend's `warm_up` runs before the first call on CUDA: `calls.warm_backend`)."""
     sandbox.contain([conn.fileno()], memory, device)
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(log, 1)
@@ -247,7 +247,7 @@ def worker_main(conn, stage_name: str, source: str, lib: str, device: str, log_p
             return
         plan, data, checked, probe, items = message
         arena = np.frombuffer(bytearray(data), np.uint8)
-        returned, error, bound, measures = invoke(impl, plan, arena, lib, device, checked, None, probe)
+        returned, error, bound, measures = invoke(impl, plan, arena, lib, device, checked, None, probe, warm_up)
         values = Budget(items)
         header = {"returned": encode(returned, Budget(items)),
                   "values": {k: encode(v, values) for k, v in bound.values_after().items()},
@@ -364,9 +364,9 @@ class Isolated:
     isolated = True
 
     def __init__(self, stage_name: str, source: str, lib: str, device: str, timeout: float | None,
-                 memory: int | None = None):
+                 memory: int | None = None, warm_up: str = ""):
         self.stage_name, self.source, self.lib, self.device = stage_name, source, lib, device
-        self.timeout, self.memory = timeout, memory
+        self.timeout, self.memory, self.warm_up = timeout, memory, warm_up
         self.process = None
         self.channel: Channel | None = None
         self.log = tempfile.NamedTemporaryFile(prefix="specverify-worker-", suffix=".log", delete=False)
@@ -376,7 +376,8 @@ class Isolated:
 
     def like(self, device: str | None = None) -> "Isolated":
         """A new, unstarted caller of the same implementation with the same limits (on `device`, or this one's)."""
-        return Isolated(self.stage_name, self.source, self.lib, device or self.device, self.timeout, self.memory)
+        return Isolated(self.stage_name, self.source, self.lib, device or self.device, self.timeout, self.memory,
+                        self.warm_up)
 
     def output_tail(self) -> str:
         return tail(self.log.name)
@@ -388,7 +389,7 @@ class Isolated:
         Path(self.log.name).write_text("")
         try:
             self.process, self.channel = spawn(worker_main, (self.stage_name, self.source, self.lib, self.device,
-                                                             self.log.name, self.memory))
+                                                             self.log.name, self.memory, self.warm_up))
         except (EOFError, OSError, ConnectionError) as exc:
             self.load_error = CallError("load", f"could not start a worker process: {error_text(exc)}")
             return self.load_error

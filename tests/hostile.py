@@ -1,5 +1,6 @@
-"""Hostile implementations of `rejection.greedy` (and one of `rejection.sample_padded`): each breaks the
-judge's trust in a different way. The suite must turn every one into a failure of that target alone."""
+"""Hostile implementations of `rejection.greedy` and `rejection.expand` (and one of
+`rejection.sample_padded`): each breaks the judge's trust in a different way. The suite must turn every
+one into a failure of that target alone (`orders_its_side_stream` is the control that must pass)."""
 import os
 import sys
 import time
@@ -170,3 +171,35 @@ def remembers_its_calls(**kw):
     remembers_its_calls.calls = getattr(remembers_its_calls, "calls", 0) + 1
     expand(**kw)
     return remembers_its_calls.calls
+
+
+SIDE_STREAM_DELAY = 50_000_000    # torch.cuda._sleep cycles (tens of milliseconds) before the output is written
+
+
+def on_a_side_stream(kw: dict, ordered: bool) -> None:
+    """A correct `rejection.expand` on a side stream (which first waits for the caller's, so it reads the
+    inputs as given), into a copy of the output that is copied back after a delay: every allocation is
+    made before the delay is queued. `ordered`: the caller's stream then waits for the side stream."""
+    from specverify.kernels.torch.rejection import expand
+
+    current = torch.cuda.current_stream()
+    side = torch.cuda.Stream()
+    side.wait_stream(current)
+    with torch.cuda.stream(side):
+        out = kw["expanded"]
+        scratch = out.clone()
+        expand(**{**kw, "expanded": scratch})
+        torch.cuda._sleep(SIDE_STREAM_DELAY)
+        out.copy_(scratch)
+    if ordered:
+        current.wait_stream(side)
+
+
+def races_the_callers_stream(**kw):
+    """Right once the device is synchronized; still unwritten when the caller's stream reads the output."""
+    on_a_side_stream(kw, ordered=False)
+
+
+def orders_its_side_stream(**kw):
+    """The same side-stream work, ordered before the caller's stream: right on it."""
+    on_a_side_stream(kw, ordered=True)

@@ -21,7 +21,7 @@ from specverify.properties import fresh_caller, verify_launches, verify_no_sync
 from specverify.worker import Isolated
 
 EXPAND = registry.all_stages()["rejection.expand"]
-PROPERTIES = ("no-sync", "launches", "graph-replay")
+PROPERTIES = ("no-sync", "launches", "graph-replay", "stream-order")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 
@@ -143,9 +143,9 @@ class FakeDevice:
         return device.Instruments(
             synchronize=self.synchronize, get_device=lambda: 0, set_device=None,
             set_sync_debug_mode=self.set_mode, get_sync_debug_mode=lambda: self.mode,
-            sleep=self.spins.append, current_stream=lambda index: (0, index, 1),
+            sleep=self.spins.append, current_stream=lambda index: (0, index, 1), set_stream=None,
             stream_type=lambda **kw: kw, event_type=event, record=lambda made, stream: None,
-            query=lambda made: made["done"], wait=lambda made: None,
+            query=lambda made: made["done"], wait=lambda made: None, stream_waits=None,
             elapsed_ms=lambda start, end: 1.0, profile=None, cuda_activity=None, cuda_device_type=None)
 
     def synchronize(self):
@@ -163,13 +163,15 @@ class FakeDevice:
 
 def test_no_sync_retries_a_finished_witness_once_then_reports_it():
     honest = FakeDevice()
-    assert device.check_no_sync(honest.call, "cuda", honest.tools()) == (2, {"witness": "pending"})
+    warm = device.WARM_UP_CALLS
+    assert device.check_no_sync(honest.call, "cuda", honest.tools()) == (warm + 1, {"witness": "pending"})
     assert honest.mode == 0                                   # the mode found is put back
     syncing = FakeDevice(FakeDevice.synchronize)
-    assert device.check_no_sync(syncing.call, "cuda", syncing.tools()) == (3, {"witness": "finished"})
+    assert device.check_no_sync(syncing.call, "cuda", syncing.tools()) == (warm + 2, {"witness": "finished"})
     assert syncing.spins[-1] >= device.LONGER * syncing.spins[-2] * 0.99     # the retry spins longer
     switching = FakeDevice(lambda fake: fake.set_mode(0))
-    assert device.check_no_sync(switching.call, "cuda", switching.tools()) == (2, {"tampered": "sync_debug_mode"})
+    assert device.check_no_sync(switching.call, "cuda", switching.tools()) == (warm + 1,
+                                                                               {"tampered": "sync_debug_mode"})
 
 
 def test_launches_count_between_the_markers_in_launch_order():

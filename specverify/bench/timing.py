@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any, Callable
 
-from specverify.device import capture, count_launches, synchronize
+from specverify.device import capture, count_launches, synchronize, warm_up
 
 MIN_LOOP_S = 0.002      # a host-timed loop lasts at least this long (more calls when a call is short) ...
 MAX_LOOP_S = 0.5        # ... and at most about this long (fewer calls, at least one, when a call is long)
@@ -112,9 +112,9 @@ def events_us(call: Callable[[], Any], settings: Settings) -> float:
 
 
 def measure(call: Callable[[], Any], bound, device: str, settings: Settings) -> dict:
-    """The measures of one implementation's call (JSON-safe): host_us, device_us, device_method, launches."""
-    call()
-    synchronize(device)
+    """The measures of one implementation's call (JSON-safe): host_us, device_us, device_method, launches;
+    after the warm-up every measurement makes (`device.warm_up`)."""
+    warm_up(call, device)
     found: dict[str, Any] = {"host_us": host_us(call, device, settings)}
     if device != "cuda":
         found.update(device_us=host_us(call, device, settings, sync_each=True), device_method="wall")

@@ -1,0 +1,119 @@
+"""The stream-order check: the call made with a fresh non-default stream current, its outputs read back on
+that stream alone. An implementation that does its work on a side stream without ordering it before the
+caller's fails it (engines shipped such races: SGLang PR 22113, vLLM PR 36013) and still passes the valid
+check, whose plain call synchronizes the device; the same work ordered correctly passes both. Our own
+kernels are asked it by the generated tests (tests/test_stages.py) on a GPU."""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from specverify import materialize, registry, session
+from specverify.backends import BACKENDS, Target
+from specverify.calls import InProcess, Result
+from specverify.checks import CHECKS, Context
+from specverify.harness import Failure
+from specverify.kernels.torch.rejection import expand
+from specverify.profiles import PROFILES
+from specverify.properties import verify_stream_order
+
+EXPAND = registry.all_stages()["rejection.expand"]
+NOT_READY = "the outputs were not ready on the caller's stream"
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+def test_stream_order_runs_after_graph_replay_on_cuda_targets():
+    check = CHECKS["stream-order"]
+    assert CHECKS["graph-replay"].order < check.order < CHECKS["cross-device"].order
+    assert check.applies(Target(EXPAND, BACKENDS["torch"], "cuda", "x:y")) is None
+    assert check.applies(Target(EXPAND, BACKENDS["torch"], "cpu", "x:y")) is not None
+    assert check.applies(Target(registry.all_stages()["output.parse"], BACKENDS["numpy"], "cuda", "x:y")) is not None
+
+
+class Unordered:
+    """A caller whose call did its work (`late`: none yet, as if it were still queued on another stream)."""
+
+    isolated = False
+
+    def __init__(self, late: bool):
+        self.late, self.inner = late, InProcess(expand, "torch", "cpu")
+
+    def call(self, plan, arena, checked=False, probe="plain"):
+        assert probe == "stream_order"
+        if self.late:
+            return Result(arena, dict(plan.values), None, None, {})
+        return self.inner.call(plan, arena)
+
+
+def test_the_judge_says_the_outputs_were_not_ready_on_the_callers_stream():
+    target = Target(EXPAND, BACKENDS["impl"], "cuda", "x:y")
+    ctx = Context(PROFILES["ci"], 0, None, None, Unordered(late=True), False, None)
+    with pytest.raises(Failure) as caught:
+        verify_stream_order(target, EXPAND.worked(), ctx)
+    assert NOT_READY in caught.value.headline and caught.value.kind == "stream"
+    assert verify_stream_order(target, EXPAND.worked(), replace(ctx, caller=Unordered(late=False))) == {}
+
+
+def test_a_call_that_raises_is_reported_as_raising():
+    class Raising(Unordered):
+        def call(self, plan, arena, checked=False, probe="plain"):
+            from specverify.calls import CallError
+
+            return Result(np.empty(0, np.uint8), {}, None, CallError("raised", "RuntimeError: boom"), {})
+
+    target = Target(EXPAND, BACKENDS["impl"], "cuda", "x:y")
+    ctx = Context(PROFILES["ci"], 0, None, None, Raising(late=True), False, None)
+    with pytest.raises(Failure) as caught:
+        verify_stream_order(target, EXPAND.worked(), ctx)
+    assert "raised RuntimeError: boom" in caught.value.headline and NOT_READY not in caught.value.headline
+    assert caught.value.kind == "raised"
+
+
+def test_kept_readings_are_the_arena_and_nothing_reads_the_device_again():
+    plan, arena = materialize.plan(EXPAND, EXPAND.worked())
+    bound = materialize.Bound(plan, arena, "torch", "cpu")
+    name, slot = next(iter(plan.slots.items()))
+    size = slot.end - slot.offset
+    bound.device_slots = {name: torch.zeros(size, dtype=torch.uint8)}    # as if on the device, zeroed
+    with pytest.raises(ValueError, match="expected every device slot"):
+        bound.keep_readings({})
+    bound.keep_readings({name: np.full(size, 7, np.uint8)})
+    bound.read_back()
+    assert (arena[slot.offset:slot.end] == 7).all()
+
+
+# --- on a GPU ---------------------------------------------------------------------------------------
+
+def outcomes(function: str, tmp_path, isolate: bool) -> dict:
+    target = Target(EXPAND, BACKENDS["impl"] if isolate else BACKENDS["torch"], "cuda", f"tests.hostile:{function}")
+    plan = session.RunPlan.build("ci", examples=30, findings=tmp_path, checks=("valid", "stream-order"),
+                                 isolate=isolate)
+    return {o.check: o for o in session.run([target], plan)}
+
+
+@needs_cuda
+@pytest.mark.parametrize("isolate", [False, True])
+def test_side_stream_work_not_ordered_before_the_callers_stream_fails(tmp_path, isolate):
+    found = outcomes("races_the_callers_stream", tmp_path, isolate)
+    assert found["valid"].status == "passed", found["valid"].headline      # the plain call syncs the device
+    assert found["stream-order"].status == "failed" and NOT_READY in found["stream-order"].headline, \
+        found["stream-order"].headline
+    assert found["stream-order"].case is not None
+
+
+@needs_cuda
+@pytest.mark.parametrize("isolate", [False, True])
+def test_side_stream_work_ordered_before_the_callers_stream_passes(tmp_path, isolate):
+    found = outcomes("orders_its_side_stream", tmp_path, isolate)
+    assert [found[c].status for c in ("valid", "stream-order")] == ["passed", "passed"], \
+        [found[c].headline for c in ("valid", "stream-order")]
+
+
+@needs_cuda
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_our_expand_is_ordered_on_the_callers_stream(tmp_path, backend):
+    target = Target(EXPAND, BACKENDS[backend], "cuda", EXPAND.impls[backend])
+    plan = session.RunPlan.build("ci", examples=30, findings=tmp_path, checks=("stream-order",))
+    [outcome] = session.run([target], plan)
+    assert outcome.status == "passed", outcome.headline
