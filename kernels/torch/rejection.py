@@ -214,10 +214,10 @@ def emit_padded(good, values, bonus, rows, output_token_ids, num_rejected_tokens
     cells = packed[:, k + 1:]
     first = emit(output_token_ids, packed[:, :k + 1], cells, rows, fill=True)
     if rows is None:
-        torch.sub(scalar(k, good, torch.int64), first, out=num_rejected_tokens)
+        num_rejected_tokens.copy_(k - first)          # k a Python scalar: no cached constant
         torch.gather(cells, 1, first[:, None], out=last_token_ids[:, None])
     else:
-        torch.where(rows, torch.sub(scalar(k, good, torch.int64), first), num_rejected_tokens,
+        torch.where(rows, torch.rsub(first, k), num_rejected_tokens,
                     out=num_rejected_tokens)
         torch.where(rows, cells.gather(1, first[:, None])[:, 0], last_token_ids, out=last_token_ids)
 
