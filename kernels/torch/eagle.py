@@ -123,14 +123,15 @@ def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids
     live = slots[:size] < out0[batch:]
     rejected = e > P
     put_live(out_is_rejected_token_mask, live, rejected)
-    put_live(out_is_masked_token_mask, live, (e > 1) ^ rejected)
+    beyond = e > 1
+    put_live(out_is_masked_token_mask, live, beyond ^ rejected)
     start = target_positions[qsl[:batch]] - out0[:batch]                   # position = start[r] + o
     position = torch.add(start[request], slots[:size], out=torch.empty_like(out_positions))   # cast by add
     put_live(out_positions, live, torch.where(rejected, scalar(0, position, position.dtype), position))
     source = target_token_ids[qe[request] + e.clamp(max=0)]
-    dtype = target_token_ids.dtype
-    fill = torch.where(rejected, scalar(padding_token_id, qe, dtype), scalar(parallel_drafting_token_id, qe, dtype))
-    ids = torch.where(e == 1, next_token_ids[request], fill)
+    # the ids as Python scalars (cached scalars would depend on the call)
+    ids = next_token_ids[request].masked_fill_(beyond, parallel_drafting_token_id).masked_fill_(rejected,
+                                                                                              padding_token_id)
     put_live(out_input_ids, live, torch.where(e <= 0, source, ids))
     if shift_input_ids:
         owner = torch.searchsorted(qsl[1:batch].contiguous(), slots[:tokens], right=True)

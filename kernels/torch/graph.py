@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.layout import constant, iota, scalar
+from specverify.kernels.torch.layout import constant, iota
 from specverify.oracles import graph as oracle
 
 
@@ -23,10 +23,10 @@ def fill_common_inputs(*, input_ids, position_ids, block_offsets, q_start_loc, q
     graph_block_offsets[:batch, :blocks] = block_offsets
     for row, lengths in enumerate((q_start_loc, q_seqlens, kv_seqlens)):
         graph_qkv_lens[row, :batch] = lengths
-    padding = constant("qkv_padding", graph_qkv_lens, lambda device: torch.tensor([[0], [1], [1]], device=device))
+    padding = constant("qkv_padding", graph_qkv_lens)
     torch.mul(padding.expand(3, graph_qkv_lens.shape[1] - batch), pad_query_len, out=graph_qkv_lens[:, batch:])
     sums = torch.cumsum(graph_qkv_lens[1:], dim=1, dtype=graph_cu_seqlens.dtype)
-    zeros = constant("zero_column", sums, lambda device: torch.zeros((2, 1), device=device, dtype=sums.dtype))
+    zeros = constant(f"zero_column_{str(sums.dtype)[6:]}", sums)
     torch.cat((zeros, sums), dim=1, out=graph_cu_seqlens)   # one copy kernel, no fill
 
 
@@ -34,7 +34,8 @@ def step_context(*, q_seqlens, history_lengths, num_ignored_history, uniform_lay
                  position_ids, cu_seqlens):
     """See `specverify.oracles.graph.step_context`. The uniform path reads the query length from the
     shapes (N // B) and never reads q_seqlens; the general path maps tokens to requests. Both build the
-    int32 rows [0, q...] and [0, kv...] in one op (q + (h - ignored) * [0, 1]) and sum them in another."""
+    int32 rows [0, q...] and [0, kv...] as q + (h - ignored) * [0, 1] (one op; two when q is the Python
+    N // B) and sum them in another."""
     batch, tokens = oracle.check_step_context(q_seqlens, history_lengths, num_ignored_history, uniform_layout,
                                               q_start_loc, kv_seqlens, position_ids, cu_seqlens,
                                               values=reads_values(q_seqlens))
@@ -45,9 +46,11 @@ def step_context(*, q_seqlens, history_lengths, num_ignored_history, uniform_lay
     width = tokens // batch
     lengths = torch.empty((2, batch + 1), device=history.device, dtype=cu_seqlens.dtype)
     lengths[:, 0] = 0
-    second = constant("second_row", history, lambda device: torch.tensor([[0], [1]], device=device))
-    q = scalar(width, history, history.dtype) if uniform_layout else q_seqlens
-    torch.addcmul(q, history - num_ignored_history, second, out=lengths[:, 1:])
+    second = constant("second_row", history)
+    if uniform_layout:   # q = width, a Python scalar (a cached scalar would depend on the call)
+        torch.mul(history - num_ignored_history, second, out=lengths[:, 1:]).add_(width)
+    else:
+        torch.addcmul(q_seqlens, history - num_ignored_history, second, out=lengths[:, 1:])
     kv_seqlens.copy_(lengths[1, 1:])
     torch.cumsum(lengths, dim=1, out=cu_seqlens)
     q_start_loc.copy_(cu_seqlens[0, :batch])

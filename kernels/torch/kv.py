@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.layout import iota, scalar
+from specverify.kernels.torch.layout import iota, pair_rows, scalar
 from specverify.oracles import kv as oracle
 
 BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
@@ -102,12 +102,15 @@ def accept_out_cache_loc(*, accept_index, out_cache_loc, accepted_out_cache_loc)
     if total == 0 or out_cache_loc.shape[0] == 0:   # no entry, or every entry is -1
         return
     flat = accept_index.reshape(-1)
-    kept = torch.cumsum(flat != -1, 0)                          # inclusive running count, int64
-    positions = iota(total, flat)
-    source = torch.searchsorted(kept, positions + 1).clamp_(max=total - 1)
+    kept = pair_rows(total, flat)                             # both rows the kept mask: one cumsum launch
+    torch.ne(flat.expand(2, total), -1, out=kept)
+    kept = kept.cumsum(1)[0]                                    # inclusive running count, int64
+    ranks = iota(total + 1, flat)                               # position k and its rank k + 1
+    source = torch.searchsorted(kept, ranks[1:]).clamp_(max=total - 1)
     entry = flat[source].clamp_(min=0)
     found = out_cache_loc[entry]
-    accepted_out_cache_loc.copy_(torch.where(positions < kept[-1], found, accepted_out_cache_loc))
+    torch.where(ranks[:total] < kept[-1], found.to(accepted_out_cache_loc.dtype), accepted_out_cache_loc,
+                out=accepted_out_cache_loc)
 
 
 def assign_req_to_token(*, req_pool_indices, start_offset, end_offset, out_cache_loc, req_to_token):

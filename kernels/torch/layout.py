@@ -1,9 +1,18 @@
 """Pieces every family's Torch kernels share: per-device constants that cost no launch once cached (an
-arange, 0-dim scalars, small tables) and a buffer for one-launch running sums."""
+arange, 0-dim scalars, small tables) and a buffer for one-launch running sums.
+
+Every cached constant is made by device ops (no host-to-device copy, so no sync even on a first call)
+and is listed here: `warm_up(device)` makes them all before a first measured or captured call, so no
+call of ours adds one then. A 0-dim scalar outside `SCALARS` is refused (its value would depend on the
+call); a kernel passes such a value as a Python scalar to an op that takes one."""
 from __future__ import annotations
 
 import torch
 
+INDEX_DTYPES = (torch.int32, torch.int64)
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+SCALARS = {"int": (0, 1, -1, 2**31 - 1), "float": (0.0, 1.0)}   # the values `scalar` caches, by dtype kind
+WARM_IOTA = 1 << 16                        # the arange `warm_up` makes per index dtype; `iota` grows it
 
 _IOTAS: dict = {}
 
@@ -35,8 +44,13 @@ _SCALARS: dict = {}
 
 
 def scalar(value: int | float, like: torch.Tensor, dtype: torch.dtype = torch.long) -> torch.Tensor:
-    """`value` as a cached 0-dim tensor on `like`'s device, for ops whose `out=` form takes tensors only
-    (`torch.where`); a 0-dim operand does not promote the other's dtype. Cached like `iota`."""
+    """`value` (one of `SCALARS` for its dtype's kind) as a cached 0-dim tensor on `like`'s device, for
+    ops whose `out=` form takes tensors only (`torch.where`); a 0-dim operand does not promote the other's
+    dtype. Cached like `iota`."""
+    kind = "float" if dtype.is_floating_point else "int"
+    if value not in SCALARS[kind] or type(value) is not (float if kind == "float" else int):
+        raise ValueError(f"scalar: value must be one of {SCALARS[kind]} for {dtype} (a value that depends on "
+                         f"the call is passed as a Python scalar), got {value!r}")
     key = (like.device, dtype, value)
     cached = _SCALARS.get(key)
     if cached is None:
@@ -46,15 +60,41 @@ def scalar(value: int | float, like: torch.Tensor, dtype: torch.dtype = torch.lo
     return cached
 
 
+# the small tables `constant` caches: name -> make(device), device ops only (a host list would be a copy)
+CONSTANTS = {
+    "qkv_padding": lambda device: (torch.arange(3, device=device) > 0).long()[:, None],        # [[0], [1], [1]]
+    "second_row": lambda device: torch.arange(2, device=device)[:, None],                     # [[0], [1]]
+    **{f"zero_column_{str(d)[6:]}": (lambda d: lambda device: torch.zeros((2, 1), device=device, dtype=d))(d)
+       for d in INDEX_DTYPES},                                                                # [[0], [0]]
+    "zero_int32": lambda device: torch.zeros(1, device=device, dtype=torch.int32),
+}
+
 _CONSTANTS: dict = {}
 
 
-def constant(name: str, like: torch.Tensor, make) -> torch.Tensor:
-    """A small read-only tensor `make(device)` cached per device under `name` (cached like `iota`)."""
+def constant(name: str, like: torch.Tensor) -> torch.Tensor:
+    """The small read-only tensor `CONSTANTS[name]` on `like`'s device (cached like `iota`)."""
     key = (like.device, name)
     cached = _CONSTANTS.get(key)
     if cached is None:
-        cached = make(like.device)
+        cached = CONSTANTS[name](like.device)
         if not (like.is_cuda and torch.cuda.is_current_stream_capturing()):
             _CONSTANTS[key] = cached
     return cached
+
+
+def warm_up(device: torch.device | str) -> None:
+    """Make every cached constant our Torch kernels use on `device`: the arange of each index dtype up
+    to `WARM_IOTA`, every `SCALARS` value in every index and float dtype, every `CONSTANTS` table. Call it
+    outside CUDA-graph capture, before the first call on the device; it is idempotent."""
+    like = torch.empty(0, device=device)
+    if like.is_cuda and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError("warm_up: must not run during CUDA-graph capture (it makes the cached constants)")
+    for dtype in INDEX_DTYPES:
+        iota(WARM_IOTA, like, dtype)
+    for kind, dtypes in (("int", INDEX_DTYPES), ("float", FLOAT_DTYPES)):
+        for dtype in dtypes:
+            for value in SCALARS[kind]:
+                scalar(value, like, dtype)
+    for name in CONSTANTS:
+        constant(name, like)

@@ -49,7 +49,7 @@ def first_crossing(res, u_final) -> torch.Tensor:
     t = u_final * sums[:, -1]
     hits = (sums > t[:, None]) & (res > 0)
     found = hits.any(-1)
-    return torch.where(found, hits.to(torch.uint8).argmax(-1), scalar(res.shape[-1] - 1, res))
+    return torch.where(found, hits.to(torch.uint8).argmax(-1), res.shape[-1] - 1)
 
 
 def chain_cdf(*, candidates, target_probs, draft_probs, uniform_samples, uniform_final, predicts, accept_index,

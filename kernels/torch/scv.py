@@ -23,7 +23,7 @@ def acceptance_mask(*, draft_token_ids, target_token_ids, cu_num_draft_tokens, a
     cu = cu_num_draft_tokens
     index = iota(tokens, cu, cu.dtype)
     request = torch.searchsorted(cu, index, right=True)        # B for the padding past cu[B-1]
-    zero = constant("zero_int32", cu, lambda device: torch.zeros(1, device=device, dtype=torch.int32))
+    zero = constant("zero_int32", cu)
     bounds = torch.cat((cu, cu[-1:], zero, cu[:-1]))
     first, starts = bounds[:batch + 1], bounds[batch + 1:]
     draft = draft_token_ids

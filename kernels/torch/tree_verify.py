@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.layout import iota, scalar
+from specverify.kernels.torch.layout import iota
 from specverify.oracles import tree_verify as oracle
 
 
@@ -177,9 +177,9 @@ def sample(candidates, retrieve_index, retrieve_next_token, retrieve_next_siblin
     above = parent.clamp(min=0)
     p = torch.where(token, target_probs[rows, above, candidates.clamp(0, vocab - 1)], 0.0)
     mass = running_sum(p, retrieve_next_sibling)
-    # thresholds rounded to f32 on the host; the divisor a device tensor filled in place (a host tensor is a
-    # copy that synchronizes; a Python scalar makes CUDA multiply by its reciprocal, not divide)
-    acc = scalar(float(max(np.float32(threshold_acc), np.float32(oracle.THR_FLOOR))), p, torch.float32)
+    # thresholds rounded to f32 on the host; the divisor a 0-dim device tensor filled per call (a host tensor
+    # is a copy that synchronizes; a Python scalar makes CUDA multiply by its reciprocal, not divide)
+    acc = torch.full((), float(max(np.float32(threshold_acc), np.float32(oracle.THR_FLOOR))), device=p.device)
     single = float(np.float32(threshold_single))
     share = mass / acc
     coin = uniform_samples.gather(1, above)
