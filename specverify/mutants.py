@@ -1,26 +1,24 @@
 """First-order mutants of an implementation's source: what one is (`Mutant`), which files are the
 implementation (`sources`), and the operators that rewrite its code (`OPERATORS`, `mutants`).
 
-A mutant is one edit of one module's source: the module is loaded from `source` instead of its file in
-the worker that runs the mutant (see `specverify.mutate`); everything else is the original. Edits are made
-on the source text with libcst (Triton re-reads a `@triton.jit` body from source, so bytecode mutation
-never reaches it).
+A mutant is one edit of one module's source: the worker that runs it loads the module from `source`
+instead of its file (see `specverify.mutate`). Edits are made on the text with libcst: Triton re-reads a
+`@triton.jit` body from source, so bytecode mutation never reaches it.
 
-Contracts:
 - `sources("MODULE:FUNC")`: [(module, path)], FUNC's module first, then the modules it imports (directly
   or transitively) from its own top-level package (inside specverify: from `specverify.kernels` only).
 - `mutants(impl, operators)`: every first-order mutant of the code reachable by name from FUNC: its
-  function, and the top-level functions, kernels, classes and constants of `sources(impl)` it refers to,
-  transitively (names imported from those modules, and `module.name` through an imported module, count;
-  decorators are not followed). Other code in the same files is never mutated, nor are docstrings,
-  comments, strings, decorators, annotations, imports or `raise` statements. Order: module, position,
-  operator. Id: `module:scope:operator:code#k`, code the edited site normalized (hashed when long) and k
-  its occurrence among equal (scope, operator, code) in source order, so an edit elsewhere leaves it be.
-  A mutant equal to the original, or to an earlier mutant, is dropped; a domain fault (`DOMAIN`) wins
-  over a generic operator that gives the same source.
+  function and the top-level functions, kernels, classes and constants of `sources(impl)` it refers to,
+  transitively (through imported names and `module.name` too; decorators are not followed). No other
+  code of those files is mutated, nor docstrings, comments, strings, decorators, annotations, imports
+  or `raise` statements. Order: module, position, operator. Id `module:scope:operator:code#k`: the
+  site's code normalized (hashed when long), k its occurrence among equal (scope, operator, code). A
+  mutant equal to the original or to an earlier one is dropped; a domain fault (`DOMAIN`) wins over a
+  generic operator that gives the same source.
 """
 from __future__ import annotations
 
+import ast
 import difflib
 import hashlib
 import importlib
@@ -89,16 +87,6 @@ def _split(impl: str) -> tuple[str, str]:
     return module, func
 
 
-def _prefix(module: str) -> str:
-    """The package whose modules are the implementation (the suite's own: its kernels only)."""
-    top = module.split(".")[0]
-    return "specverify.kernels" if top == "specverify" else top
-
-
-def _inside(name: str, prefix: str) -> bool:
-    return name == prefix or name.startswith(prefix + ".")
-
-
 def _file(name: str) -> Path | None:
     """The source file of module `name`, None when it has none (or no such module)."""
     try:
@@ -120,29 +108,28 @@ def _dotted(node) -> str | None:
     return None
 
 
-def _from_base(node: cst.ImportFrom, module: str, is_package: bool) -> str | None:
-    """The absolute module name a `from X import ...` reads from."""
-    name = _dotted(node.module) if node.module is not None else ""
-    if not node.relative:
-        return name
+@lru_cache(maxsize=256)
+def _scan(module: str, is_package: bool, text: str) -> tuple[tuple[str, ...], tuple[tuple, ...]]:
+    """(every module name an import of `text` may load, at any depth, in source order; the top-level
+    import bindings as (bound name, module, imported name or None for the module itself))."""
     package = module if is_package else module.rpartition(".")[0]
-    try:
-        return importlib.util.resolve_name("." * len(node.relative) + (name or ""), package)
-    except (ImportError, ValueError):
-        return None
-
-
-def _imported(tree: cst.Module, module: str, is_package: bool) -> list[str]:
-    """Every module name an import statement of `tree` (at any depth) may load, in source order."""
-    found: list[str] = []
-    for node in match.findall(tree, match.Import() | match.ImportFrom()):
-        if isinstance(node, cst.Import):
-            found.extend(_dotted(alias.name) for alias in node.names)
-        elif (base := _from_base(node, module, is_package)) is not None:
-            found.append(base)
-            if not isinstance(node.names, cst.ImportStar):
-                found.extend(f"{base}.{alias.name.value}" for alias in node.names)
-    return found
+    loads: list[str] = []
+    binds: list[tuple] = []
+    tree = ast.parse(text)
+    tops = {id(node) for node in tree.body}
+    for node in ast.walk(tree):
+        top = id(node) in tops
+        if isinstance(node, ast.Import):
+            loads.extend(alias.name for alias in node.names)
+            binds.extend((a.asname or a.name, a.name, None) for a in node.names if top)
+        elif isinstance(node, ast.ImportFrom):
+            try:
+                base = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+            except (ImportError, ValueError):
+                continue
+            loads.extend([base, *(f"{base}.{a.name}" for a in node.names if a.name != "*")])
+            binds.extend((a.asname or a.name, base, a.name) for a in node.names if top and a.name != "*")
+    return tuple(loads), tuple(binds)
 
 
 def sources(impl: str) -> list[tuple[str, Path]]:
@@ -158,14 +145,15 @@ def sources(impl: str) -> list[tuple[str, Path]]:
     path = getattr(loaded, "__file__", None)
     if not path or not path.endswith(".py"):
         raise ValueError(f"impl {impl!r}: module {module!r} has no Python source file (found {path!r})")
-    prefix = _prefix(module)
+    top = module.split(".")[0]
+    prefix = "specverify.kernels" if top == "specverify" else top      # the suite's own: its kernels only
     found = {module: Path(path)}
     queue = [module]
     while queue:
         name = queue.pop(0)
         file = found[name]
-        for dep in _imported(cst.parse_module(file.read_text()), name, file.name == "__init__.py"):
-            if dep not in found and _inside(dep, prefix) and (dep_file := _file(dep)) is not None:
+        for dep in _scan(name, file.name == "__init__.py", file.read_text())[0]:
+            if dep not in found and (dep == prefix or dep.startswith(prefix + ".")) and (dep_file := _file(dep)):
                 found[dep] = dep_file
                 queue.append(dep)
     return list(found.items())
@@ -188,7 +176,6 @@ class _Source:
         for line in text.splitlines(keepends=True):
             self.line_starts.append(self.line_starts[-1] + len(line))
         self.defs: dict[str, list[cst.CSTNode]] = {}
-        self.import_stmts: list[cst.Import | cst.ImportFrom] = []     # at top level
         for stmt in self.tree.body:
             if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
                 self.defs.setdefault(stmt.name.value, []).append(stmt)
@@ -196,9 +183,8 @@ class _Source:
                 for small in stmt.body:
                     for target in _targets(small):
                         self.defs.setdefault(target, []).append(stmt)
-                    if isinstance(small, (cst.Import, cst.ImportFrom)):
-                        self.import_stmts.append(small)
         self.refs: dict[cst.CSTNode, list[tuple[str, cst.CSTNode]]] = {}
+        self._launches: dict[cst.CSTNode, bool] = {}
         for assignment in wrapper.resolve(ScopeProvider)[self.tree].assignments:
             for access in assignment.references:
                 top = self._top(access.node)
@@ -235,6 +221,12 @@ class _Source:
         node._codegen(state)
         return "".join(state.tokens)
 
+    def launches(self, stmt: cst.CSTNode) -> bool:
+        """Whether top-level `stmt` holds a Triton launch `kernel[grid](...)`."""
+        if stmt not in self._launches:
+            self._launches[stmt] = bool(match.findall(stmt, match.Call(func=match.Subscript())))
+        return self._launches[stmt]
+
     def offset(self, node: cst.CSTNode) -> int:
         """Where the code of `node` starts in the text (its position leaves out its parentheses)."""
         start = self.pos[node].start
@@ -244,17 +236,10 @@ class _Source:
 
 def _targets(small: cst.BaseSmallStatement) -> list[str]:
     """Names a module-level assignment binds."""
-    if isinstance(small, cst.Assign):
-        nodes = [t.target for t in small.targets]
-    elif isinstance(small, (cst.AnnAssign, cst.AugAssign)):
-        nodes = [small.target]
-    else:
-        return []
-    names = []
-    for node in nodes:
-        elements = [e.value for e in node.elements] if isinstance(node, (cst.Tuple, cst.List)) else [node]
-        names.extend(e.value for e in elements if isinstance(e, cst.Name))
-    return names
+    nodes = [t.target for t in small.targets] if isinstance(small, cst.Assign) else \
+        [small.target] if isinstance(small, (cst.AnnAssign, cst.AugAssign)) else []
+    elements = [e.value for n in nodes for e in (n.elements if isinstance(n, (cst.Tuple, cst.List)) else [n])]
+    return [e.value for e in elements if isinstance(e, cst.Name)]
 
 
 @lru_cache(maxsize=64)
@@ -267,26 +252,14 @@ class _Package:
 
     def __init__(self, impl: str):
         self.mods = {name: _parsed(name, str(path), path.read_text()) for name, path in sources(impl)}
-        self.imports: dict[str, dict[str, tuple]] = {}
+        self.imports: dict[str, dict[str, tuple]] = {}     # module -> bound name -> ("module", m) | ("name", m, n)
         for m in self.mods.values():
-            binds: dict[str, tuple] = {}
-            for stmt in m.import_stmts:
-                if isinstance(stmt, cst.Import):
-                    for alias in stmt.names:
-                        full = _dotted(alias.name)
-                        bound = alias.asname.name.value if alias.asname else full
-                        binds[bound] = ("module", full)
-                    continue
-                base = _from_base(stmt, m.name, m.path.name == "__init__.py")
-                if base is None or isinstance(stmt.names, cst.ImportStar):
-                    continue
-                for alias in stmt.names:
-                    bound = alias.asname.name.value if alias.asname else alias.name.value
-                    if f"{base}.{alias.name.value}" in self.mods:
-                        binds[bound] = ("module", f"{base}.{alias.name.value}")
-                    elif base in self.mods:
-                        binds[bound] = ("name", base, alias.name.value)
-            self.imports[m.name] = binds
+            binds = self.imports[m.name] = {}
+            for bound, base, name in _scan(m.name, m.path.name == "__init__.py", m.text)[1]:
+                if name is None or f"{base}.{name}" in self.mods:
+                    binds[bound] = ("module", base if name is None else f"{base}.{name}")
+                elif base in self.mods:
+                    binds[bound] = ("name", base, name)
 
     def target(self, module: str, ref: str, node: cst.CSTNode) -> tuple[str, str] | None:
         """The (module, top-level name) that `ref` (accessed at `node` in `module`) stands for, if ours."""
@@ -326,19 +299,11 @@ class _Package:
                     if (hit := self.target(m.name, ref, node)) is not None:
                         todo.append(hit)
                         uses.setdefault(key, set()).add(hit)
-        self.launchers = {key for key in seen
-                          if any(_launches(stmt) for stmt in self.mods[key[0]].defs.get(key[1], ()))}
-        grew = True
-        while grew:
-            before = len(self.launchers)
-            self.launchers |= {key for key, used in uses.items() if used & self.launchers}
-            grew = len(self.launchers) > before
+        self.launchers = {key for key in seen if any(self.mods[key[0]].launches(stmt)
+                                                     for stmt in self.mods[key[0]].defs.get(key[1], ()))}
+        while grown := {key for key, used in uses.items() if used & self.launchers} - self.launchers:
+            self.launchers |= grown
         return reached
-
-
-def _launches(stmt: cst.CSTNode) -> bool:
-    """Whether `stmt` holds a Triton launch `kernel[grid](...)`."""
-    return bool(match.findall(stmt, match.Call(func=match.Subscript())))
 
 
 # -------------------------------------------------------------------------------------------- operators
@@ -371,8 +336,16 @@ def _int(node) -> int | None:
     return None
 
 
-def _expr(code: str) -> cst.BaseExpression:
-    return cst.parse_expression(code)
+_expr = cst.parse_expression
+
+
+def _moved(node, names: bool = False) -> list[cst.BaseExpression]:
+    """`node` moved by +1 and -1: an int literal's value, or (when `names`) a name or attribute + 1, - 1."""
+    if (v := _int(node)) is not None:
+        return [_expr(str(v + 1)), _expr(str(v - 1))]
+    if names and isinstance(node, (cst.Name, cst.Attribute)):
+        return [_expr(f"{cst.Module([]).code_for_node(node)} {sign} 1") for sign in "+-"]
+    return []
 
 
 def _grouped(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -440,20 +413,16 @@ class _Collector(cst.CSTVisitor):
         return False
 
     # never mutated: decorators, annotations, raise statements (their messages), f-strings, imports
-    visit_Decorator = visit_Annotation = visit_Raise = visit_FormattedString = visit_Import = skip
-    visit_ImportFrom = skip
+    visit_Decorator = visit_Annotation = visit_Raise = visit_FormattedString = visit_Import = visit_ImportFrom = skip
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+    def enter(self, node: cst.FunctionDef | cst.ClassDef) -> None:
         self.scope.append(node.name.value)
 
-    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+    def leave(self, node: cst.FunctionDef | cst.ClassDef) -> None:
         self.scope.pop()
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.scope.append(node.name.value)
-
-    def leave_ClassDef(self, node: cst.ClassDef) -> None:
-        self.scope.pop()
+    visit_FunctionDef = visit_ClassDef = enter
+    leave_FunctionDef = leave_ClassDef = leave
 
     def visit_Arg(self, node: cst.Arg) -> None:
         if node.keyword is not None:
@@ -467,20 +436,14 @@ class _Collector(cst.CSTVisitor):
                 flipped = target.with_changes(operator=_operator(kind, target.operator))
                 self.add("compare-flip", node, node.with_changes(
                     comparisons=[flipped if t is target else t for t in node.comparisons]))
-        for v, edit in self.comparison_literals(node):
-            for step in (1, -1):
-                self.add("off-by-one", node, edit(_expr(str(v + step))))
+        for new in _moved(node.left):
+            self.add("off-by-one", node, node.with_changes(left=new))
+        for target in node.comparisons:
+            for new in _moved(target.comparator):
+                self.add("off-by-one", node, node.with_changes(comparisons=[
+                    target.with_changes(comparator=new) if c is target else c for c in node.comparisons]))
         if len(node.comparisons) == 1:
             self.placeholder(node)
-
-    def comparison_literals(self, node: cst.Comparison):
-        """(value, edit) per int-literal operand: edit(new) puts `new` in its place."""
-        if (v := _int(node.left)) is not None:
-            yield v, lambda new: node.with_changes(left=new)
-        for target in node.comparisons:
-            if (v := _int(target.comparator)) is not None:
-                yield v, lambda new, t=target: node.with_changes(comparisons=[
-                    t.with_changes(comparator=new) if c is t else c for c in node.comparisons])
 
     def placeholder(self, node: cst.Comparison) -> None:
         """placeholder-valid: `x >= 0`, `x > -1`, `x < 0`, `x <= -1` moved past -1; `x != -1` made
@@ -509,18 +472,16 @@ class _Collector(cst.CSTVisitor):
         swap = {cst.BitAnd: cst.BitOr, cst.BitOr: cst.BitAnd}.get(type(node.operator))
         if swap is not None:
             self.add("and-or", node, node.with_changes(operator=_operator(swap, node.operator)))
-        if isinstance(node.operator, (cst.Add, cst.Subtract)) and (v := _int(node.right)) is not None:
-            for step in (1, -1):
-                self.add("off-by-one", node, node.with_changes(right=_expr(str(v + step))))
+        for new in _moved(node.right) if isinstance(node.operator, (cst.Add, cst.Subtract)) else ():
+            self.add("off-by-one", node, node.with_changes(right=new))
 
     def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
         swap = cst.Or if isinstance(node.operator, cst.And) else cst.And
         self.add("and-or", node, node.with_changes(operator=_operator(swap, node.operator)))
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)) and (v := _int(node.value)) is not None:
-            for step in (1, -1):
-                self.add("off-by-one", node, node.with_changes(value=_expr(str(v + step))))
+        for new in _moved(node.value) if isinstance(node.operator, (cst.AddAssign, cst.SubtractAssign)) else ():
+            self.add("off-by-one", node, node.with_changes(value=new))
         swap = {cst.BitAndAssign: cst.BitOrAssign, cst.BitOrAssign: cst.BitAndAssign}.get(type(node.operator))
         if swap is not None:
             self.add("and-or", node, node.with_changes(operator=_operator(swap, node.operator)))
@@ -532,16 +493,7 @@ class _Collector(cst.CSTVisitor):
             if not isinstance(element.slice, cst.Slice):
                 continue
             for field in ("lower", "upper"):
-                bound = getattr(element.slice, field)
-                if bound is None:
-                    continue
-                if (v := _int(bound)) is not None:
-                    news = [_expr(str(v + 1)), _expr(str(v - 1))]
-                elif isinstance(bound, (cst.Name, cst.Attribute)):
-                    news = [_expr(f"{self.code(bound)} + 1"), _expr(f"{self.code(bound)} - 1")]
-                else:
-                    continue
-                for new in news:
+                for new in _moved(getattr(element.slice, field), names=True):
                     moved = element.with_changes(slice=element.slice.with_changes(**{field: new}))
                     self.add("off-by-one", node, node.with_changes(
                         slice=[moved if e is element else e for e in node.slice]))
@@ -567,14 +519,8 @@ class _Collector(cst.CSTVisitor):
         method = isinstance(func, cst.Attribute) and (name is None or name.split(".")[0] not in _MODULES)
         tl_fn, pos, kws = _tl(name), _positional(node), _keywords(node)
         if name == "range" or tl_fn == "arange":
-            for arg in pos[:2] if len(pos) > 1 else pos:
-                if (v := _int(arg.value)) is not None:
-                    news = [_expr(str(v + 1)), _expr(str(v - 1))]
-                elif name == "range" and isinstance(arg.value, (cst.Name, cst.Attribute)):
-                    news = [_expr(f"{self.code(arg.value)} + 1"), _expr(f"{self.code(arg.value)} - 1")]
-                else:
-                    continue
-                for new in news:
+            for arg in pos[:2] if len(pos) > 1 else pos:        # not the step
+                for new in _moved(arg.value, names=name == "range"):
                     self.add("off-by-one", node, _with_value(node, arg, new))
         store = tl_fn is not None and (tl_fn == "store" or tl_fn.startswith("atomic_"))
         if (store or tl_fn == "load") and "mask" in kws:
@@ -694,8 +640,7 @@ def mutants(impl: str, operators: Iterable[str] | None = None) -> list[Mutant]:
             before, after = m.code(site, site), m.code(new, site)
             if before == after:
                 continue
-            name = _label(label or collector.code(site.with_changes(lpar=[], rpar=[]) if getattr(site, "lpar", None)
-                                                  else site))
+            name = _label(label or collector.code(site.with_changes(lpar=[], rpar=[]) if getattr(site, "lpar", ()) else site))
             k = seen[(scope, op, name)] = seen.get((scope, op, name), -1) + 1
             if op not in wanted:
                 continue
@@ -703,10 +648,11 @@ def mutants(impl: str, operators: Iterable[str] | None = None) -> list[Mutant]:
             if m.text[start:start + len(before)] != before:
                 raise RuntimeError(f"{m.name}: the code of a {op} site does not sit at its position {m.pos[site].start}")
             source = m.text[:start] + after + m.text[start + len(before):]
-            where = m.pos[site].start
-            found.append(((index, where.line, where.column, _ORDER[op]), Mutant(
-                id=f"{m.name}:{scope}:{op}:{name}#{k}", module=m.name, path=str(m.path), line=where.line,
-                col=where.column, scope=scope, operator=op, before=before, after=after, source=source)))
+            line = m.pos[site].start.line
+            col = start - m.line_starts[line - 1]
+            found.append(((index, line, col, _ORDER[op]), Mutant(
+                id=f"{m.name}:{scope}:{op}:{name}#{k}", module=m.name, path=str(m.path), line=line, col=col,
+                scope=scope, operator=op, before=before, after=after, source=source)))
     found.sort(key=lambda item: item[0])
     kept: dict[tuple[str, str], Mutant] = {}
     for _, mutant in found:
