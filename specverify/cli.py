@@ -151,6 +151,8 @@ def parser() -> argparse.ArgumentParser:
     mut.add_argument("--stage", action="append", metavar="NAME", help="stage name or glob (repeatable; one with --impl)")
     mut.add_argument("--impl", type=named, metavar="MODULE:FUNCTION", help="the implementation to mutate (one --stage)")
     mut.add_argument("--vendor", type=named, metavar="NAME", help="mutate every stage a vendor implements")
+    mut.add_argument("--backend", choices=[b for b in backends.BUILT_IN if b != "oracle"],
+                     help="mutate our own kernels of this backend, every stage --stage selects (the nightly gate)")
     mut.add_argument("--device", choices=backends.DEVICES)
     mut.add_argument("--profile", choices=sorted(PROFILES), default="ci", help="the checks' budget (default ci)")
     mut.add_argument("--examples", type=positive, metavar="N", help="valid-tier examples per check (default: the profile's)")
@@ -680,8 +682,13 @@ def mutate_subjects(args) -> list:
     """The (stage, implementation) pairs a `specverify mutate` covers."""
     from specverify.mutate import Subject
 
-    if bool(args.impl) == bool(args.vendor):
-        raise UsageError("give one of --impl (with one --stage) and --vendor")
+    if sum(map(bool, (args.impl, args.vendor, args.backend))) != 1:
+        raise UsageError("give one of --impl (with one --stage), --vendor and --backend")
+    if args.backend:
+        found = [Subject(s.name, s.impls[args.backend]) for s in registry.select(args.stage) if args.backend in s.impls]
+        if not found:
+            raise UsageError(f"--stage selects no stage with a {args.backend} kernel")
+        return found
     if args.impl:
         stages = registry.select(args.stage)
         if len(stages) != 1:

@@ -32,12 +32,16 @@ import sys
 import tempfile
 import threading
 import time
-import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 from typing import Callable
+
+try:
+    import tomllib
+except ImportError:          # Python 3.10
+    import tomli as tomllib
 
 from specverify.mutants import Mutant
 from specverify.worker import MUTANT_ENV

@@ -22,7 +22,7 @@ DEMO = ROOT / "examples" / "vendor_demo"
 SOURCE = DEMO / "vendor_demo" / "rejection.py"
 IMPL = "vendor_demo.rejection:expand"
 EQUIVALENT = DEMO / "mutants-equivalent.toml"
-PLANTED = "vendor_demo.rejection:expand:off-by-one:cu_num_tokens.shape[0] - 1#0"
+PLANTED = "vendor_demo.rejection:expand:off-by-one:cu_num_tokens.shape[0] - 1#1"
 FAST = dict(examples=5, device="cpu")
 
 
