@@ -34,6 +34,11 @@ def checked_mode(on: bool = True) -> Iterator[None]:
         _checked.reset(token)
 
 
+def checked() -> bool:
+    """Whether checked mode is on (`checked_mode()`, or SPECVERIFY_CHECKED=1 at import)."""
+    return _checked.get() or _CHECKED_ENV
+
+
 def reads_values(tensor) -> bool:
     """Whether a kernel handed `tensor` checks argument contents (yes for anything not a device tensor,
     so a missing or host argument meets the checks that name it)."""

@@ -8,6 +8,7 @@ import triton.language as tl
 
 from specverify.kernels.checks import reads_values, validate
 from specverify.kernels.triton.launch import cdiv, launcher, next_power_of_2
+from specverify.kernels.triton.prepared import prepared
 from specverify.oracles import eagle as oracle
 
 ROWS = 128          # rows per program for the one-lane-per-row kernels
@@ -61,6 +62,7 @@ def row_block(width: int) -> tuple[int, int]:
     return max(1, min(BLOCK_ROWS, ROW_TILE // columns)), columns
 
 
+@prepared
 def next_token_padded(*, sampled_token_ids, discard_mask, backup_next_token_ids, vocab_size,
                       next_token_ids, valid_sampled_tokens_count):
     """See `specverify.oracles.eagle.next_token_padded`. A [rows, S] tile per program; any strides."""
@@ -87,6 +89,7 @@ def prepare_padded_kernel(cu_ptr, count_ptr, qsl_ptr, index_ptr, rejected_ptr, n
     tl.store(index_ptr + r, (last - rejected).to(index_ptr.dtype.element_ty), mask=live)
 
 
+@prepared
 def prepare_inputs_padded(*, cu_num_draft_tokens, valid_sampled_tokens_count, query_start_loc, num_reqs,
                           token_indices_to_sample, num_rejected_tokens):
     """See `specverify.oracles.eagle.prepare_inputs_padded`. One lane per request."""
@@ -140,6 +143,7 @@ def verify_prepare_kernel(draft_ptr, argmax_ptr, bonus_ptr, cu_ptr, greedy_ptr, 
     tl.store(index_ptr + rows, (query_end - 1 - rejected).to(index_ptr.dtype.element_ty), mask=real)
 
 
+@prepared
 def verify_and_prepare_padded(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
                               max_spec_len, output_token_ids, discard_mask, backup_next_token_ids, vocab_size,
                               query_start_loc, num_reqs, next_token_ids, valid_sampled_tokens_count,
@@ -209,6 +213,7 @@ def prepare_kernel(qsl_ptr, seq_ptr, drafts_ptr, sampled_ptr, new_qsl_ptr, index
                  mask=k[None, :] < kept[:, None])
 
 
+@prepared
 def prepare_inputs(*, query_start_loc, seq_lens, num_draft_tokens, num_sampled, new_query_start_loc,
                    token_indices, new_seq_lens):
     """See `specverify.oracles.eagle.prepare_inputs`. One program per BLOCK_ROWS requests; each sums the
@@ -256,6 +261,7 @@ def copy_expand_kernel(tok_ptr, pos_ptr, next_ptr, qsl_ptr, qel_ptr, padding_id,
             tl.store(mapping_ptr + qs + j, at.to(tl.int32), mask=j < qn - qs)
 
 
+@prepared
 def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids, query_start_loc,
                            query_end_loc, padding_token_id, parallel_drafting_token_id, P, shift_input_ids,
                            out_input_ids, out_positions, out_is_rejected_token_mask, out_is_masked_token_mask,
@@ -284,6 +290,7 @@ def extend_kernel(qsl_ptr, seq_ptr, n, new_qsl_ptr, new_seq_ptr, batch, BLOCK: t
     tl.store(new_seq_ptr + i, lengths + n, mask=i < batch)
 
 
+@prepared
 def extend_queries(*, query_start_loc, seq_lens, N, new_query_start_loc, new_seq_lens):
     """See `specverify.oracles.eagle.extend_queries`."""
     batch = validate(oracle.check_extend_queries, query_start_loc, seq_lens, N, new_query_start_loc, new_seq_lens,
@@ -311,6 +318,7 @@ def step_slot_kernel(pos_ptr, table_ptr, row_stride, col_stride, seq_ptr, block_
     tl.store(seq_ptr + r, seq.to(seq_ptr.dtype.element_ty), mask=real)
 
 
+@prepared
 def step_slot_mapping(*, positions, block_table, seq_lens, block_size, max_model_len, batch_size,
                       input_batch_size, clamped_positions, slot_mapping):
     """See `specverify.oracles.eagle.step_slot_mapping`. One lane per slot; any block_table strides."""

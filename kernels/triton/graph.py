@@ -12,6 +12,7 @@ import triton.language as tl
 
 from specverify.kernels.checks import reads_values, validate
 from specverify.kernels.triton.launch import cdiv, launcher, next_power_of_2
+from specverify.kernels.triton.prepared import prepared
 from specverify.oracles import graph as oracle
 
 TOKENS = 256        # tokens per program (fill)
@@ -77,6 +78,7 @@ def fill_kernel(ids_ptr, ids_stride, pos_ptr, pos_stride, table_ptr, table_rows,
                 carry += tl.sum(length, 0)
 
 
+@prepared
 def fill_common_inputs(*, input_ids, position_ids, block_offsets, q_start_loc, q_seqlens, kv_seqlens, pad_ids,
                        pad_query_len, graph_input_ids, graph_position_ids, graph_block_offsets, graph_qkv_lens,
                        graph_cu_seqlens):
@@ -170,6 +172,7 @@ def step_context_kernel(q_ptr, q_stride, hist_ptr, hist_stride, ign_ptr, ign_str
         store_positions(pos_ptr, starts, h, q32, j0, BLOCK_W)
 
 
+@prepared
 def step_context(*, q_seqlens, history_lengths, num_ignored_history, uniform_layout, q_start_loc, kv_seqlens,
                  position_ids, cu_seqlens):
     """See `specverify.oracles.graph.step_context`. One launch; the uniform path takes the query length
@@ -229,6 +232,7 @@ def dsa_kernel(q_ptr, q_stride, kv_ptr, kv_stride, cu_ptr, cu_stride, table_ptr,
                    blocks, n_rows, dcp_size, dcp_rank, BLOCK_W, BLOCK_C)
 
 
+@prepared
 def dsa_indexer_metadata(*, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_size, dcp_rank, indexer_kv_lens,
                          expanded_block_table):
     """See `specverify.oracles.graph.dsa_indexer_metadata`. One launch over the requests; the token

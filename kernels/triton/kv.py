@@ -15,6 +15,7 @@ import triton.language as tl
 
 from specverify.kernels.checks import reads_values, validate
 from specverify.kernels.triton.launch import cdiv, launcher, next_power_of_2
+from specverify.kernels.triton.prepared import prepared
 from specverify.oracles import kv as oracle
 
 BLOCK_T = 16       # tokens per program
@@ -90,6 +91,7 @@ def as_slots(cache: torch.Tensor, layout: str, bits: bool) -> torch.Tensor:
     return view if layout == "NHD" else view.transpose(1, 2)
 
 
+@prepared
 def commit_draft(*, key, value, slot_mapping, accepted_mask, layout, k_scale, v_scale, key_cache, value_cache):
     """See `specverify.oracles.kv.commit_draft`. Any strides of the sources and the caches."""
     _, block_size = validate(oracle.check_commit_draft, key, value, slot_mapping, accepted_mask, layout, k_scale,
@@ -139,6 +141,7 @@ def accept_kernel(index_ptr, s_row, s_col, width, loc_ptr, out_ptr, total, BLOCK
         carry += tl.sum(ones, 0)
 
 
+@prepared
 def accept_out_cache_loc(*, accept_index, out_cache_loc, accepted_out_cache_loc):
     """See `specverify.oracles.kv.accept_out_cache_loc`. One launch of one program; any strides of
     accept_index."""
@@ -180,6 +183,7 @@ def assign_kernel(rpi_ptr, start_ptr, end_ptr, loc_ptr, table_ptr, s_row, s_col,
                  mask=inside)
 
 
+@prepared
 def assign_req_to_token(*, req_pool_indices, start_offset, end_offset, out_cache_loc, req_to_token):
     """See `specverify.oracles.kv.assign_req_to_token`. One launch, one program per REQUESTS requests;
     any strides of the table."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import partial
 from typing import Any, Iterator
 
@@ -36,6 +37,13 @@ except ImportError:                   # an older Triton: plain launches only
 _plain = os.environ.get("SPECVERIFY_PLAIN_LAUNCH") == "1"
 _kernels: dict[Any, "Kernel | None"] = {}     # JITFunction -> its fast-path state (None: plain launches)
 _UNSET = object()
+# the recording of a wrapper call being made into a recipe (`prepared.py`): told of every launch
+RECORDER: ContextVar[Any] = ContextVar("specverify_launch_recorder", default=None)
+
+
+def plain_now() -> bool:
+    """Whether launches go through `kernel[grid]` now (SPECVERIFY_PLAIN_LAUNCH, `plain_launch`)."""
+    return _plain
 
 
 @contextmanager
@@ -139,8 +147,11 @@ def state(kernel) -> Kernel | None:
 def launch(kernel, grid: tuple[int, ...], *args, **meta) -> None:
     """`kernel[grid](*args, **meta)`, through the kept CompiledKernel when there is one (see the module)."""
     fast = None if _plain else state(kernel)
+    recorder = RECORDER.get()
     if fast is None or kernel.pre_run_hooks or getattr(knobs.runtime, "add_stages_inspection_hook", None):
         kernel[grid](*args, **meta)
+        if recorder is not None:
+            recorder.launched(kernel, grid, None, None)
         return
     try:
         device = fast.device()
@@ -148,7 +159,11 @@ def launch(kernel, grid: tuple[int, ...], *args, **meta) -> None:
         kept = fast.launches.get(key)
     except Exception:
         kernel[grid](*args, **meta)
+        if recorder is not None:
+            recorder.launched(kernel, grid, None, None)
         return
+    if recorder is not None:
+        recorder.launched(kernel, grid, list(bound), kept)
     if kept is None:
         compiled = kernel[grid](*args, **meta)
         fast.keep(key, compiled, device, *args, **meta)

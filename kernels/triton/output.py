@@ -7,6 +7,7 @@ import triton.language as tl
 
 from specverify.kernels.checks import reads_values, validate
 from specverify.kernels.triton.launch import launcher, next_power_of_2
+from specverify.kernels.triton.prepared import prepared
 from specverify.oracles.output import SPEC_METADATA_OUTPUTS, check_spec_metadata
 
 
@@ -32,6 +33,7 @@ def spec_metadata_kernel(counts_ptr, cu_sched_ptr, input_ids_ptr, cu_draft_ptr, 
     tl.store(draft_ptr + drafts_before + offs, ids, mask=drafts)
 
 
+@prepared
 def spec_metadata(*, num_draft_tokens, cu_num_scheduled_tokens, input_ids, **outputs):
     """See `specverify.oracles.output.spec_metadata`. Outputs must be contiguous."""
     batch, _ = validate(check_spec_metadata, num_draft_tokens, cu_num_scheduled_tokens, input_ids, outputs,

@@ -26,6 +26,7 @@ import triton.language as tl
 
 from specverify.kernels.checks import reads_values, validate
 from specverify.kernels.triton.launch import cdiv, launcher, next_power_of_2
+from specverify.kernels.triton.prepared import prepared, scratch
 from specverify.kernels.triton.workspace import NO_KEY, workspace
 from specverify.oracles.rejection import (check_expand, check_greedy, check_greedy_padded, check_random,
                                           check_recovered, check_sample, check_sample_padded)
@@ -313,6 +314,7 @@ def verify(out, drafts, alternatives, bonus, is_greedy, mode, rows, *, cu=None, 
         HAS_MASK=is_greedy is not None, BLOCK=next_power_of_2(columns), RULE=rule.value)
 
 
+@prepared
 def greedy(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
            max_spec_len, output_token_ids):
     """See `specverify.oracles.rejection.greedy`. One launch."""
@@ -322,6 +324,7 @@ def greedy(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_toke
            cu=cu_num_draft_tokens)
 
 
+@prepared
 def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,
            recovered_token_ids, uniform_probs, is_greedy, output_token_ids, rule=RATIO):
     """See `specverify.oracles.rejection.random` (`rule`: verify_kernel's RULE). One launch."""
@@ -342,6 +345,7 @@ def random_strict_q0(**fields) -> None:
     random(**fields, rule=STRICT_Q0)
 
 
+@prepared
 def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids,
               max_spec_len=None):
     """See `specverify.oracles.rejection.recovered`. One launch, one program per token (the host hint
@@ -352,6 +356,7 @@ def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs
          RECOVER, flat=True)
 
 
+@prepared
 def sample(*, draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs, bonus_token_ids,
            is_greedy, uniform_probs, inv_q, output_token_ids):
     """See `specverify.oracles.rejection.sample`. Two launches: pick (the argmax of greedy rows, the
@@ -359,7 +364,7 @@ def sample(*, draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, t
     validate(check_sample, draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,
              bonus_token_ids, is_greedy, uniform_probs, inv_q, output_token_ids,
              values=reads_values(cu_num_draft_tokens))
-    alternatives = torch.empty(draft_token_ids.shape[0], dtype=torch.int64, device=draft_token_ids.device)
+    alternatives = scratch(draft_token_ids.shape[0], torch.int64, draft_token_ids.device)
     pick(alternatives, target_probs, draft_probs, draft_token_ids, inv_q, cu_num_draft_tokens, is_greedy,
          ARGMAX if is_greedy is None else BY_ROW, flat=True)
     verify(output_token_ids, draft_token_ids, alternatives, bonus_token_ids, is_greedy,
@@ -367,6 +372,7 @@ def sample(*, draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, t
            draft_probs=draft_probs, uniform=uniform_probs, fill=True)
 
 
+@prepared
 def greedy_padded(*, draft_token_ids, target_argmax, bonus_token_ids, is_greedy, output_token_ids,
                   num_rejected_tokens, last_token_ids):
     """See `specverify.oracles.rejection.greedy_padded`. One launch."""
@@ -376,12 +382,13 @@ def greedy_padded(*, draft_token_ids, target_argmax, bonus_token_ids, is_greedy,
            fill=True, rejected=num_rejected_tokens, last=last_token_ids)
 
 
+@prepared
 def sample_padded(*, draft_token_ids, draft_probs, target_probs, bonus_token_ids, is_greedy, uniform_probs,
                   inv_q, output_token_ids, num_rejected_tokens, last_token_ids):
     """See `specverify.oracles.rejection.sample_padded`. Two launches, as `sample`."""
     validate(check_sample_padded, draft_token_ids, draft_probs, target_probs, bonus_token_ids, is_greedy, uniform_probs,
              inv_q, output_token_ids, num_rejected_tokens, last_token_ids, values=reads_values(draft_token_ids))
-    alternatives = torch.empty(draft_token_ids.shape, dtype=torch.int64, device=draft_token_ids.device)
+    alternatives = scratch(draft_token_ids.shape, torch.int64, draft_token_ids.device)
     pick(alternatives, target_probs, draft_probs, draft_token_ids, inv_q, None, is_greedy,
          ARGMAX if is_greedy is None else BY_ROW, flat=False)
     verify(output_token_ids, draft_token_ids, alternatives, bonus_token_ids, is_greedy,
@@ -389,6 +396,7 @@ def sample_padded(*, draft_token_ids, draft_probs, target_probs, bonus_token_ids
            uniform=uniform_probs, fill=True, rejected=num_rejected_tokens, last=last_token_ids)
 
 
+@prepared
 def expand(*, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded):
     """See `specverify.oracles.rejection.expand`. One launch, one program per request."""
     value_from, value_to = validate(check_expand, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded,

@@ -13,6 +13,7 @@ import triton.language as tl
 
 from specverify.kernels.checks import reads_values, validate
 from specverify.kernels.triton.launch import launcher, next_power_of_2
+from specverify.kernels.triton.prepared import prepared
 from specverify.oracles.rejection_cdf import check_chain_cdf
 
 BLOCK_V = 1024     # the widest vocabulary tile
@@ -83,6 +84,7 @@ def chain_cdf_kernel(pred_ptr, idx_ptr, idx_row, idx_col, num_ptr, num_stride, c
     tl.store(num_ptr + b * num_stride, num.to(tl.int32))
 
 
+@prepared
 def chain_cdf(*, candidates, target_probs, draft_probs, uniform_samples, uniform_final, predicts, accept_index,
               accept_token_num, q_range: bool = True):
     """See `specverify.oracles.rejection_cdf.chain_cdf` (`q_range` False: dialect `snapshot`). One launch."""

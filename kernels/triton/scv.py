@@ -12,6 +12,7 @@ import triton.language as tl
 
 from specverify.kernels.checks import reads_values, validate
 from specverify.kernels.triton.launch import cdiv, launcher
+from specverify.kernels.triton.prepared import prepared
 from specverify.oracles import scv as oracle
 
 BLOCK = 256   # tokens per tile
@@ -42,6 +43,7 @@ def acceptance_kernel(draft_ptr, draft_stride, target_ptr, target_stride, cu_ptr
         tl.store(mask_ptr + index, tl.zeros([BLOCK], tl.uint8), mask=(index >= drafts) & (index < tokens))
 
 
+@prepared
 def acceptance_mask(*, draft_token_ids, target_token_ids, cu_num_draft_tokens, accepted_mask, num_accepted):
     """See `specverify.oracles.scv.acceptance_mask`. Token arrays of any stride."""
     batch, tokens = validate(oracle.check_acceptance_mask, draft_token_ids, target_token_ids, cu_num_draft_tokens,

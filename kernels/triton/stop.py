@@ -8,6 +8,7 @@ import triton.language as tl
 
 from specverify.kernels.checks import reads_values, validate
 from specverify.kernels.triton.launch import cdiv, launcher, next_power_of_2
+from specverify.kernels.triton.prepared import prepared
 from specverify.oracles import stop as oracle
 
 BLOCK_ROWS = 32    # most rows per program (B = 1024: 32 programs or more)
@@ -46,6 +47,7 @@ def stop_kernel(tok_ptr, tok_rows, tok_cols, rejected_ptr, budget_ptr, ids_ptr, 
              mask=live)
 
 
+@prepared
 def spec_stopping(*, output_token_ids, num_rejected_tokens, num_appendable, stop_ids, stop_pos, stopped,
                   new_num_appendable):
     """See `specverify.oracles.stop.spec_stopping`. Any row and column strides."""

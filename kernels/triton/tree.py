@@ -14,6 +14,7 @@ import triton.language as tl
 
 from specverify.kernels.checks import reads_values, validate
 from specverify.kernels.triton.launch import cdiv, launcher, next_power_of_2
+from specverify.kernels.triton.prepared import prepared, scratch
 from specverify.oracles import tree as oracle
 
 TILE = 4096            # elements of a [rows, BLOCK_N] tile of the link and mask loops
@@ -92,6 +93,7 @@ def build_kernel(pl_ptr, pl0, pl1, sel_ptr, sel0, sel1, seq_ptr, cum_ptr, parent
         tl.store(ns_ptr + b * N + rows, tl.where(sibling == BLOCK_N, -1, sibling), mask=inside)
 
 
+@prepared
 def build(*, parent_list, selected_index, verified_seq_len, topk, depth, N, tree_mask_mode, tree_mask,
           positions, retrieve_index, retrieve_next_token, retrieve_next_sibling):
     """See `specverify.oracles.tree.build`."""
@@ -101,7 +103,7 @@ def build(*, parent_list, selected_index, verified_seq_len, topk, depth, N, tree
     batch = verified_seq_len.shape[0]
     if batch == 0:
         return
-    parents = torch.empty((batch, N), dtype=torch.long, device=verified_seq_len.device)
+    parents = scratch((batch, N), torch.long, verified_seq_len.device)
     cum = torch.cumsum(verified_seq_len, 0) if tree_mask_mode == oracle.FULL_MASK else verified_seq_len
     pl = parent_list if parent_list.numel() else verified_seq_len           # never read when empty
     sel = selected_index if selected_index.numel() else verified_seq_len
@@ -147,6 +149,7 @@ def reconstruct_kernel(mask_ptr, seq_ptr, parent_ptr, pos_ptr, ri_ptr, nt_ptr, n
         tl.store(ns_ptr + b * N + rows, tl.where(sibling == BLOCK_N, -1, sibling), mask=inside)
 
 
+@prepared
 def reconstruct_from_mask(*, tree_mask, verified_seq_len, N, positions, retrieve_index, retrieve_next_token,
                           retrieve_next_sibling):
     """See `specverify.oracles.tree.reconstruct_from_mask`."""
@@ -154,7 +157,7 @@ def reconstruct_from_mask(*, tree_mask, verified_seq_len, N, positions, retrieve
                      retrieve_next_token, retrieve_next_sibling, values=reads_values(verified_seq_len))
     if batch == 0:
         return
-    parents = torch.empty((batch, N), dtype=torch.long, device=verified_seq_len.device)
+    parents = scratch((batch, N), torch.long, verified_seq_len.device)
     block = next_power_of_2(N)
     reconstruct_kernel[(batch,)](tree_mask.view(torch.uint8), verified_seq_len, parents, positions, retrieve_index,
                                  retrieve_next_token, retrieve_next_sibling, N, BLOCK_N=block,
@@ -176,6 +179,7 @@ def pack_kernel(mask_ptr, kv_ptr, out_ptr, packed_ptr, Q, BYTES: tl.constexpr):
     tl.store(packed_ptr + where, value.to(tl.uint8), mask=byte * 8 < count)
 
 
+@prepared
 def pack_mask(*, mask, kv_indptr, packed_indptr, Q, max_kv_len, packed):
     """See `specverify.oracles.tree.pack_mask`. The grid covers Q*max_kv_len bits per request, as the
     engines launch it (a longer segment is invalid input)."""

@@ -18,6 +18,7 @@ import triton.language as tl
 
 from specverify.kernels.checks import reads_values, validate
 from specverify.kernels.triton.launch import launcher, next_power_of_2
+from specverify.kernels.triton.prepared import prepared
 from specverify.oracles import tree_verify as oracle
 
 BLOCK_V = 1024     # residual tile
@@ -125,6 +126,7 @@ def verify(kernel, candidates, retrieve_index, retrieve_next_token, retrieve_nex
                      accept_index.stride(0), accept_token_num, n, levels, **block)
 
 
+@prepared
 def verify_greedy(*, candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling, target_predict,
                   predicts, accept_index, accept_token_num):
     """See `specverify.oracles.tree_verify.verify_greedy`."""
@@ -231,6 +233,7 @@ def sample(candidates, retrieve_index, retrieve_next_token, retrieve_next_siblin
         BLOCK_V=min(BLOCK_V, next_power_of_2(vocab)))
 
 
+@prepared
 def sample_target_only(*, candidates, retrieve_index, retrieve_next_token, retrieve_next_sibling, uniform_samples,
                        uniform_final, target_probs, draft_probs, threshold_single, threshold_acc, predicts,
                        accept_index, accept_token_num):

@@ -39,3 +39,8 @@ def workspace(device: torch.device, slots: int) -> tuple[torch.Tensor, torch.Ten
         _RETIRED.append(held)
     held = _HELD[str(device)] = fresh(device, slots)
     return held
+
+
+def held(t: torch.Tensor) -> bool:
+    """Whether `t` is one of the workspaces kept (alive for good: a graph or a recipe may hold its address)."""
+    return any(t is kept for pair in (*_HELD.values(), *_RETIRED) for kept in pair)
