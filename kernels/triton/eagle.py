@@ -12,6 +12,7 @@ from specverify.kernels.triton.prepared import prepared
 from specverify.oracles import eagle as oracle
 
 ROWS = 128          # rows per program for the one-lane-per-row kernels
+INT32_MAX = 2**31 - 1
 BLOCK_ROWS = 32     # most rows per program of a [rows, columns] tile (B = 1024: 32 programs or more)
 ROW_TILE = 1024     # elements of such a tile
 
@@ -302,15 +303,23 @@ def extend_queries(*, query_start_loc, seq_lens, N, new_query_start_loc, new_seq
 @launcher
 @triton.jit
 def step_slot_kernel(pos_ptr, table_ptr, row_stride, col_stride, seq_ptr, block_size, max_model_len,
-                     blocks, batch_size, input_batch_size, clamped_ptr, slot_ptr, BLOCK: tl.constexpr):
+                     blocks, batch_size, input_batch_size, clamped_ptr, slot_ptr, BLOCK: tl.constexpr,
+                     NARROW: tl.constexpr):
+    """NARROW: max_model_len and block_size fit int32, so the clamped position does too and its division
+    by block_size is a 32-bit one (a 64-bit division is a long instruction sequence on the GPU)."""
     r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     real = r < batch_size
     p = tl.load(pos_ptr + r, mask=real, other=0).to(tl.int64) + 1
     exceeded = p >= max_model_len
     cp = tl.where(exceeded, 0, p)
-    block = tl.minimum(cp // block_size, blocks - 1)
+    if NARROW:
+        narrow = cp.to(tl.int32)
+        block, within = narrow // block_size, narrow % block_size
+    else:
+        block, within = cp // block_size, cp % block_size
+    block = tl.minimum(block, blocks - 1).to(tl.int64)        # the table offset is 64-bit either way
     entry = tl.load(table_ptr + r.to(tl.int64) * row_stride + block * col_stride, mask=real, other=0)
-    slot = tl.where(exceeded | (r >= batch_size), -1, entry.to(tl.int64) * block_size + cp % block_size)
+    slot = tl.where(exceeded | (r >= batch_size), -1, entry.to(tl.int64) * block_size + within)
     tl.store(slot_ptr + r, slot, mask=r < input_batch_size)
     tl.store(clamped_ptr + r, cp.to(clamped_ptr.dtype.element_ty), mask=real)
     seq = tl.load(seq_ptr + r, mask=real, other=0).to(tl.int64)
@@ -326,4 +335,5 @@ def step_slot_mapping(*, positions, block_table, seq_lens, block_size, max_model
              input_batch_size, clamped_positions, slot_mapping, values=reads_values(positions))
     launch(step_slot_kernel, cdiv(input_batch_size, ROWS), positions.contiguous(), block_table,
            block_table.stride(0), block_table.stride(1), seq_lens, block_size, max_model_len,
-           block_table.shape[1], batch_size, input_batch_size, clamped_positions, slot_mapping, BLOCK=ROWS)
+           block_table.shape[1], batch_size, input_batch_size, clamped_positions, slot_mapping, BLOCK=ROWS,
+           NARROW=max(max_model_len, block_size) <= INT32_MAX)

@@ -547,6 +547,9 @@ def step_valid(draw, ctx: DrawContext) -> Example:
     max_model_len = draw(st.sampled_from([blocks * block, blocks * block + 3, max(1, blocks * block // 2), 1]))
     rng = draw(generator())
     pos_dtype, table_dtype, seq_dtype = (draw(labelled_dtype(f, ctx)) for f in ("positions", "block_table", "seq_lens"))
+    if np.dtype(pos_dtype) == np.dtype(seq_dtype) == np.int64 and draw(st.integers(0, 4)) == 0:
+        label("step: max_model_len beyond int32")     # positions and their blocks past 32 bits
+        max_model_len += INT32_MAX
     positions = draw(step_positions(rng, batch, max_model_len, blocks * block, stress))
     if (positions + 1 >= max_model_len).any():
         label("step: a position reaches max_model_len")
