@@ -212,15 +212,20 @@ def verify_kernel(out_ptr, o_row, o_col, rejected_ptr, rejected_stride, last_ptr
 
 @launcher
 @triton.jit
-def expand_kernel(out_ptr, x_ptr, cu_ptr, replace_from, replace_to, BLOCK: tl.constexpr):
-    """expanded[start(r):end(r)] = x[r], or replace_to where x[r] == replace_from; no cap per request."""
+def expand_kernel(out_ptr, x_ptr, cu_ptr, replace_from, replace_to, BLOCK: tl.constexpr, ONE_TILE: tl.constexpr):
+    """expanded[start(r):end(r)] = x[r], or replace_to where x[r] == replace_from; no cap per request.
+    ONE_TILE: every request's span fits one tile (all tokens do), so no loop."""
     r = tl.program_id(0)
     start, end = request_span(cu_ptr, r)
     x = tl.load(x_ptr + r)
-    value = tl.where(x == replace_from, replace_to, x)
-    for s in range(start, end, BLOCK):
-        offs = s + tl.arange(0, BLOCK)
-        tl.store(out_ptr + offs, tl.broadcast_to(value.to(out_ptr.dtype.element_ty), [BLOCK]), mask=offs < end)
+    value = tl.broadcast_to(tl.where(x == replace_from, replace_to, x).to(out_ptr.dtype.element_ty), [BLOCK])
+    if ONE_TILE:
+        offs = start + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, value, mask=offs < end)
+    else:
+        for s in range(start, end, BLOCK):
+            offs = s + tl.arange(0, BLOCK)
+            tl.store(out_ptr + offs, value, mask=offs < end)
 
 
 def mask_args(is_greedy, fallback):
@@ -404,4 +409,4 @@ def expand(*, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded):
     if len(x) == 0:
         return
     expand_kernel[(len(x),)](expanded, x.contiguous(), cu_num_tokens.contiguous(), value_from.item(),
-                             value_to.item(), BLOCK=128)
+                             value_to.item(), BLOCK=128, ONE_TILE=num_tokens <= 128)
