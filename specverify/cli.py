@@ -723,7 +723,7 @@ def cmd_mutate(args) -> int:
     known = {m.id for _, everything, _ in enumerated for m in everything}
     if args.list:
         for subject, everything, chosen in enumerated:
-            chosen = mutate.sample(chosen, args.sample, args.seed)
+            chosen = mutate.sample(chosen, args.sample, f"{args.seed}:{subject.stage}")
             console.print(f"{subject.stage} ({subject.impl}): {len(chosen)} of {len(everything)} mutant(s)", markup=False)
             for m in chosen:
                 console.print(f"  {m.id}  {m.path}:{m.line}  [{m.operator}] {m.before} → {m.after}", markup=False)
@@ -740,8 +740,8 @@ def cmd_mutate(args) -> int:
     try:
         with stopped_by_signals():
             for subject, everything, chosen in enumerated:
-                run.stages.append(mutate.run_mutants(subject, mutate.sample(chosen, args.sample, args.seed), options,
-                                                     equivalent, len(everything), heard))
+                picked = mutate.sample(chosen, args.sample, f"{args.seed}:{subject.stage}")
+                run.stages.append(mutate.run_mutants(subject, picked, options, equivalent, len(everything), heard))
     except session.Interrupted as stop:
         console.print(f"specverify mutate: interrupted by {stop.why}: the report holds the "
                       f"{len(run.stages)} stage(s) that finished", markup=False)

@@ -193,8 +193,10 @@ def stale(equivalent: dict[str, tuple[str, str | None]], known: set[str]) -> lis
     return sorted(i for i in equivalent if i not in known)
 
 
-def sample(found: list[Mutant], n: int | None, seed: int) -> list[Mutant]:
-    """`n` of the mutants, chosen by `seed`, in their original order (all of them when n is None or larger)."""
+def sample(found: list[Mutant], n: int | None, seed: int | str) -> list[Mutant]:
+    """`n` of the mutants, chosen by `seed`, in their original order (all of them when n is None or larger).
+    The CLI seeds each stage's sample with the run seed and the stage's name, so stages whose kernels share
+    code do not all get the same picks."""
     if n is None or n >= len(found):
         return list(found)
     chosen = set(random.Random(seed).sample(range(len(found)), n))
