@@ -40,6 +40,22 @@ def pair_rows(n: int, like: torch.Tensor, dtype: torch.dtype = torch.long) -> to
     return torch.empty((2, n), device=like.device, dtype=dtype)
 
 
+def zeros(n: int, like: torch.Tensor, dtype: torch.dtype = torch.long) -> torch.Tensor:
+    """n zeros on `like`'s device: a read-only view of a cached run (cached and grown like `iota`), a
+    contiguous operand where an expanded 0-dim scalar would be strided (a `cat` of strided inputs is a
+    copy per input on CUDA)."""
+    key = (like.device, dtype)
+    cached = _ZEROS.get(key)
+    if cached is None or cached.numel() < n:
+        if like.is_cuda and torch.cuda.is_current_stream_capturing():
+            return torch.zeros(n, device=like.device, dtype=dtype)
+        cached = torch.zeros(max(n, 2 * (0 if cached is None else cached.numel()), 4096), device=like.device,
+                             dtype=dtype)
+        _ZEROS[key] = cached
+    return cached[:n]
+
+
+_ZEROS: dict = {}
 _SCALARS: dict = {}
 
 
@@ -85,13 +101,14 @@ def constant(name: str, like: torch.Tensor) -> torch.Tensor:
 
 def warm_up(device: torch.device | str) -> None:
     """Make every cached constant our Torch kernels use on `device`: the arange of each index dtype up
-    to `WARM_IOTA`, every `SCALARS` value in every index and float dtype, every `CONSTANTS` table. Call it
+    to `WARM_IOTA` and as many zeros, every `SCALARS` value in every index and float dtype, every `CONSTANTS` table. Call it
     outside CUDA-graph capture, before the first call on the device; it is idempotent."""
     like = torch.empty(0, device=device)
     if like.is_cuda and torch.cuda.is_current_stream_capturing():
         raise RuntimeError("warm_up: must not run during CUDA-graph capture (it makes the cached constants)")
     for dtype in INDEX_DTYPES:
         iota(WARM_IOTA, like, dtype)
+        zeros(WARM_IOTA, like, dtype)
     for kind, dtypes in (("int", INDEX_DTYPES), ("float", FLOAT_DTYPES)):
         for dtype in dtypes:
             for value in SCALARS[kind]:

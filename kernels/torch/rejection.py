@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.layout import iota, scalar
+from specverify.kernels.torch.layout import constant, iota, scalar, zeros
 from specverify.oracles.rejection import (PLACEHOLDER, check_expand, check_greedy, check_greedy_padded,
                                           check_random, check_recovered, check_sample, check_sample_padded)
 
@@ -149,15 +149,36 @@ def emit(out, ok, values, rows, fill, skip=None) -> torch.Tensor:
     return first
 
 
-def verify_flat(out, cu, good, values, bonus, rows, fill, skip=None) -> None:
-    """Verify a flattened batch: token t is good (accepted, bool) and emits values[t]; a row's cell after
-    its drafts is its bonus (never good). One source [good | 0 per request ; values | bonus] and one
-    gather give both grids (see `emit`)."""
-    tokens, batch = good.shape[0], bonus.shape[0]
-    src = torch.empty(2, tokens + batch, dtype=out.dtype, device=out.device)
-    torch.cat((good, scalar(0, out, out.dtype).expand(batch), values, bonus), out=src.view(-1))
+def flat_source(tokens: int, batch: int, like: torch.Tensor, dtype: torch.dtype = torch.long) -> torch.Tensor:
+    """An uninitialized [2, T + B] int source for `verify_flat`: row 0 [good (0/1) per token | 0 per
+    request], row 1 [value per token | bonus per request]. Callers write it with `out=` forms."""
+    return torch.empty((2, tokens + batch), device=like.device, dtype=dtype)
+
+
+def source_tail(src: torch.Tensor, values, bonus) -> None:
+    """Fill `flat_source` `src` but its good-per-token run (one launch): the zeros and bonuses, and the
+    values when given (else the caller writes them)."""
+    tokens = src.shape[1] - bonus.shape[0]
+    if values is None:   # rows [0 ; 1] * bonus: one launch that casts, where a cat of mixed dtypes would copy each
+        torch.mul(constant("second_row", bonus), bonus, out=src[:, tokens:])
+    else:   # [good | 0s | values | bonus] in memory: the last three are one run
+        torch.cat((zeros(bonus.shape[0], bonus), values, bonus), out=src.view(-1)[tokens:])
+
+
+def low_bits(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """int64 `values` as int32 `dtype` with no launch: a view of each element's low 32 bits (little-endian
+    devices), the value itself for ids and -1; `values` when the dtype already agrees."""
+    if values.dtype == dtype:
+        return values
+    return values.view(dtype)[..., ::2]
+
+
+def verify_flat(out, cu, src, rows, fill, skip=None) -> None:
+    """Verify a flattened batch from `flat_source` `src`: token t is good (accepted) and emits its value;
+    a row's cell after its drafts is its bonus (never good). One gather gives both grids (see `emit`)."""
+    tokens = src.shape[1] - cu.shape[0]
     grid = src[:, flat_grid(cu, tokens, out.shape[1])]
-    emit(out, grid[0], grid[1], rows, fill, skip)
+    emit(out, grid[0], low_bits(grid[1], out.dtype), rows, fill, skip)
 
 
 def token_requests(cu: torch.Tensor, tokens: int) -> torch.Tensor:
@@ -171,8 +192,10 @@ def greedy(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_toke
     batch = check_greedy(draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
                          max_spec_len, output_token_ids, values=reads_values(cu_num_draft_tokens))
     if batch:
-        verify_flat(output_token_ids, cu_num_draft_tokens, draft_token_ids == target_argmax, target_argmax,
-                    bonus_token_ids, is_greedy, fill=False)
+        src = flat_source(draft_token_ids.shape[0], batch, target_argmax)
+        torch.eq(draft_token_ids, target_argmax, out=src[0, :draft_token_ids.shape[0]])
+        source_tail(src, target_argmax, bonus_token_ids)
+        verify_flat(output_token_ids, cu_num_draft_tokens, src, is_greedy, fill=False)
 
 
 def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,
@@ -184,9 +207,11 @@ def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_le
     if batch:
         accepted = accepts(*in_vocab(draft_token_ids, target_probs.shape[-1], index=False), target_probs,
                            draft_probs, uniform_probs, rule)
-        verify_flat(output_token_ids, cu_num_draft_tokens, accepted,
-                    torch.where(accepted, draft_token_ids, recovered_token_ids), bonus_token_ids, None,
-                    fill=False, skip=is_greedy)
+        src = flat_source(accepted.shape[0], batch, accepted, recovered_token_ids.dtype)
+        src[0, :accepted.shape[0]].copy_(accepted)
+        torch.where(accepted, draft_token_ids, recovered_token_ids, out=src[1, :accepted.shape[0]])
+        source_tail(src, None, bonus_token_ids)
+        verify_flat(output_token_ids, cu_num_draft_tokens, src, None, fill=False, skip=is_greedy)
 
 
 def random_strict(**fields) -> None:
@@ -236,15 +261,26 @@ def sample(*, draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, t
                                              greedy_token)
         accepted = torch.where(greedy_token, drafts == alternatives,
                                accepts(valid, safe, target_probs, draft_probs, uniform_probs))
-    verify_flat(output_token_ids, cu_num_draft_tokens, accepted, torch.where(accepted, drafts, alternatives),
-                bonus_token_ids, None, fill=True)
+    src = flat_source(tokens, batch, alternatives)
+    src[0, :tokens].copy_(accepted)
+    torch.where(accepted, drafts, alternatives, out=src[1, :tokens])
+    source_tail(src, None, bonus_token_ids)
+    verify_flat(output_token_ids, cu_num_draft_tokens, src, None, fill=True)
 
 
-def emit_padded(good, values, bonus, rows, output_token_ids, num_rejected_tokens, last_token_ids) -> None:
-    """Verify padded rows from good and values [B, K] (see `emit`; slot K is the bonus, never good) and
-    write the picked rows in full. One packed [ok | values] table serves both grids."""
-    batch, k = good.shape
-    packed = torch.cat((good, scalar(0, good, torch.int64).expand(batch, 1), values, bonus[:, None]), 1)
+def padded_source(values, bonus) -> torch.Tensor:
+    """[B, 2K + 2] int64 [good (0/1) | 0 | values | bonus] for `emit_padded`, from values [B, K] and bonus
+    [B] in one cat (one launch: a single dtype); the caller writes the good columns (the first K)."""
+    batch, k = values.shape
+    packed = torch.empty((batch, 2 * k + 2), device=bonus.device, dtype=torch.long)
+    torch.cat((zeros(batch, bonus)[:, None], values, bonus[:, None]), 1, out=packed[:, k:])
+    return packed
+
+
+def emit_padded(packed, rows, output_token_ids, num_rejected_tokens, last_token_ids) -> None:
+    """Verify padded rows from `padded_source` `packed` (see `emit`; slot K is the bonus, never good) and
+    write the picked rows in full: one packed table serves both grids."""
+    k = packed.shape[1] // 2 - 1
     cells = packed[:, k + 1:]
     first = emit(output_token_ids, packed[:, :k + 1], cells, rows, fill=True)
     if rows is None:
@@ -262,8 +298,9 @@ def greedy_padded(*, draft_token_ids, target_argmax, bonus_token_ids, is_greedy,
     batch, _ = check_greedy_padded(draft_token_ids, target_argmax, bonus_token_ids, is_greedy, output_token_ids,
                                    num_rejected_tokens, last_token_ids, values=reads_values(draft_token_ids))
     if batch:
-        emit_padded(draft_token_ids == target_argmax, target_argmax, bonus_token_ids, is_greedy,
-                    output_token_ids, num_rejected_tokens, last_token_ids)
+        packed = padded_source(target_argmax, bonus_token_ids)
+        torch.eq(draft_token_ids, target_argmax, out=packed[:, :draft_token_ids.shape[1]])
+        emit_padded(packed, is_greedy, output_token_ids, num_rejected_tokens, last_token_ids)
 
 
 def sample_padded(*, draft_token_ids, draft_probs, target_probs, bonus_token_ids, is_greedy, uniform_probs,
@@ -289,8 +326,9 @@ def sample_padded(*, draft_token_ids, draft_probs, target_probs, bonus_token_ids
             valid.reshape(-1), safe.reshape(-1), noise_rows, noise_index, greedy_token.reshape(-1)).view(batch, k)
         accepted = torch.where(greedy_token, drafts == alternatives,
                                accepts(valid, safe, target_probs, draft_probs, uniform_probs))
-    emit_padded(accepted, torch.where(accepted, drafts, alternatives), bonus_token_ids, None,
-                output_token_ids, num_rejected_tokens, last_token_ids)
+    packed = padded_source(torch.where(accepted, drafts, alternatives), bonus_token_ids)
+    packed[:, :k].copy_(accepted)
+    emit_padded(packed, None, output_token_ids, num_rejected_tokens, last_token_ids)
 
 
 def expand(*, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded):
