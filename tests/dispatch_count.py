@@ -37,17 +37,20 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
+        result = func(*args, **kwargs)
         if name not in IGNORED:
             self.ops.append(name)
-            self.ops.extend(_cuda_extras(name, args, kwargs))
-        return func(*args, **kwargs)
+            self.ops.extend(_cuda_extras(name, args, kwargs, result))
+        return result
 
 
-def _cuda_extras(name: str, args: tuple, kwargs: dict) -> list[str]:
+def _cuda_extras(name: str, args: tuple, kwargs: dict, result: Any) -> list[str]:
     """Launches (and host syncs, named `sync:...`) CUDA adds to one op that the CPU does not show:
     - a cumsum over a whole 1-D run is cub's init and scan kernels; a scan (cumsum, cumprod, cummax,
       cummin) of a non-contiguous input first makes it contiguous (a copy), and one into a non-contiguous
       `out` writes a scratch copy back;
+    - a reduction (sum, prod, mean) or scan whose result dtype is not its input's first casts the input
+      (`self.to(...)` inside the kernel, on the CPU too, unseen by the dispatch mode): a copy;
     - `cat` (and `stack`) is one batched kernel only when it has several inputs, all of the output's dtype,
       and at most 4 dims (strided inputs too: ATen's `cat_out_cuda`), else one copy per non-empty input;
     - `index_put_` with accumulate sorts its indices (a radix sort and its set-up: about five more);
@@ -55,6 +58,9 @@ def _cuda_extras(name: str, args: tuple, kwargs: dict) -> list[str]:
       `repeat_interleave` without `output_size` read a count back: a sync;
     - `repeat_interleave` of counts takes a 1-D cumsum (two) before its kernel."""
     extras = []
+    if name in ("sum", "prod", "mean", "nansum", "cumsum", "cumprod") and isinstance(result, torch.Tensor) \
+            and result.dtype != args[0].dtype:
+        extras.append("_to_copy:reduce-input")
     if name in ("cumsum", "cumprod", "cummax", "cummin"):
         src, dim = args[0], args[1]
         if name == "cumsum" and src.numel() == src.shape[dim] and src.numel() > 1:
