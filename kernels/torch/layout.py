@@ -7,6 +7,8 @@ call of ours adds one then. A 0-dim scalar outside `SCALARS` is refused (its val
 call); a kernel passes such a value as a Python scalar to an op that takes one."""
 from __future__ import annotations
 
+import sys
+
 import torch
 
 INDEX_DTYPES = (torch.int32, torch.int64)
@@ -31,6 +33,17 @@ def iota(n: int, like: torch.Tensor, dtype: torch.dtype = torch.long) -> torch.T
         cached = torch.arange(size, device=like.device, dtype=dtype)
         _IOTAS[key] = cached   # a replaced arange stays referenced by the views handed out earlier
     return cached[:n]
+
+
+def low_bits(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """int64 `values` as int32 `dtype` with no launch: a view of each element's low 32 bits (little-endian
+    devices), the value itself wherever it fits int32; `values` when the dtype already agrees. The last
+    dim must have stride 1. (A big-endian host gets a converted copy.)"""
+    if values.dtype == dtype:
+        return values
+    if sys.byteorder != "little":
+        return values.to(dtype)
+    return values.view(dtype)[..., ::2]
 
 
 def pair_rows(n: int, like: torch.Tensor, dtype: torch.dtype = torch.long) -> torch.Tensor:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.layout import constant, iota, scalar, zeros
+from specverify.kernels.torch.layout import constant, iota, low_bits, scalar, zeros
 from specverify.oracles.rejection import (PLACEHOLDER, check_expand, check_greedy, check_greedy_padded,
                                           check_random, check_recovered, check_sample, check_sample_padded)
 
@@ -163,14 +163,6 @@ def source_tail(src: torch.Tensor, values, bonus) -> None:
         torch.mul(constant("second_row", bonus), bonus, out=src[:, tokens:])
     else:   # [good | 0s | values | bonus] in memory: the last three are one run
         torch.cat((zeros(bonus.shape[0], bonus), values, bonus), out=src.view(-1)[tokens:])
-
-
-def low_bits(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """int64 `values` as int32 `dtype` with no launch: a view of each element's low 32 bits (little-endian
-    devices), the value itself for ids and -1; `values` when the dtype already agrees."""
-    if values.dtype == dtype:
-        return values
-    return values.view(dtype)[..., ::2]
 
 
 def verify_flat(out, cu, src, rows, fill, skip=None) -> None:
