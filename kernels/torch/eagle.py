@@ -6,7 +6,7 @@ import torch
 
 from specverify.kernels.checks import reads_values
 from specverify.kernels.torch import rejection
-from specverify.kernels.torch.layout import iota, pair_rows, scalar
+from specverify.kernels.torch.layout import iota, low_bits, pair_rows, scalar
 from specverify.oracles import eagle as oracle
 
 
@@ -115,27 +115,32 @@ def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids
     size = out_input_ids.shape[0]
     qsl, qe = query_start_loc, query_end_loc
     out0 = torch.add(qsl, iota(batch + 1, qsl), alpha=step)                 # then the spans' end
-    ends = torch.add(qe, iota(batch, qe), alpha=step)                      # qe + r*(P - shift)
+    # per request, gathered per slot in one launch: the span's marker qe + r*(P - shift), the position
+    # offset (position = start[r] + o) and the next token
+    per = torch.empty((3, batch), device=qsl.device, dtype=torch.long)
+    ends = torch.add(qe, iota(batch, qe), alpha=step, out=per[0])
+    torch.sub(target_positions[qsl[:batch]], out0[:batch], out=per[1])
+    per[2].copy_(next_token_ids)
     torch.add(ends[:, None], iota(P + 1, qe)[1 - shift:P + 1 - shift], out=out_new_token_indices.view(batch, P))
     slots = iota(size + 1, qsl)
     request = torch.searchsorted(out0[1:batch], slots[:size], right=True)
-    e = slots[shift:size + shift] - ends[request]
+    mark, start, following = per[:, request]
+    e = slots[shift:size + shift] - mark
     live = slots[:size] < out0[batch:]
     rejected = e > P
     put_live(out_is_rejected_token_mask, live, rejected)
     beyond = e > 1
     put_live(out_is_masked_token_mask, live, beyond ^ rejected)
-    start = target_positions[qsl[:batch]] - out0[:batch]                   # position = start[r] + o
-    position = torch.add(start[request], slots[:size], out=torch.empty_like(out_positions))   # cast by add
+    position = low_bits(start.add_(slots[:size]), out_positions.dtype)
     put_live(out_positions, live, torch.where(rejected, scalar(0, position, position.dtype), position))
-    source = target_token_ids[qe[request] + e.clamp(max=0)]
+    # a kept slot's source: qe[r] + e = o + shift - r*(P - shift); clamped for the other slots
+    source = target_token_ids[torch.add(slots[shift:size + shift], request, alpha=-step).clamp_(max=tokens - 1)]
     # the ids as Python scalars (cached scalars would depend on the call)
-    ids = next_token_ids[request].masked_fill_(beyond, parallel_drafting_token_id).masked_fill_(rejected,
-                                                                                              padding_token_id)
-    put_live(out_input_ids, live, torch.where(e <= 0, source, ids))
-    if shift_input_ids:
+    ids = low_bits(following, out_input_ids.dtype).masked_fill(beyond, parallel_drafting_token_id)
+    put_live(out_input_ids, live, torch.where(e <= 0, source, ids.masked_fill_(rejected, padding_token_id)))
+    if shift_input_ids:   # token t of request r goes to t + r*(P - 1)
         owner = torch.searchsorted(qsl[1:batch].contiguous(), slots[:tokens], right=True)
-        mapping = torch.add((out0 - qsl)[owner], slots[:tokens], out=torch.empty_like(out_hidden_state_mapping))
+        mapping = torch.add(slots[:tokens], owner, alpha=step, out=torch.empty_like(out_hidden_state_mapping))
         put_live(out_hidden_state_mapping, slots[:tokens] < qsl[batch:], mapping)
 
 
