@@ -46,6 +46,15 @@ def low_bits(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return values.view(dtype)[..., ::2]
 
 
+def as_flags(flags: torch.Tensor) -> torch.Tensor:
+    """A 0/1 integer tensor (last dim of stride 1) as bool with no launch: a view of each element's low
+    byte (little-endian devices; a big-endian host gets a converted copy). For a comparison written
+    into an integer buffer with `out=` that a `torch.where` then takes as its condition."""
+    if sys.byteorder != "little":
+        return flags.bool()
+    return flags.view(torch.uint8)[..., ::flags.element_size()].view(torch.bool)
+
+
 def pair_rows(n: int, like: torch.Tensor, dtype: torch.dtype = torch.long) -> torch.Tensor:
     """An uninitialized [2, n] buffer for a running sum taken along its rows. On CUDA a 1-D cumsum is
     two launches (cub's init and scan); the cumsum of a matrix along its rows is one. Callers write the

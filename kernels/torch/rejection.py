@@ -120,13 +120,18 @@ def accepts(valid, safe, target, draft_probs, uniform, rule: str = RATIO) -> tor
     return valid & (q > 0) & (p / q >= uniform)
 
 
-def flat_grid(cu: torch.Tensor, tokens: int, width: int) -> torch.Tensor:
+def starts(cu: torch.Tensor) -> torch.Tensor:
+    """The exclusive offsets start(r) of inclusive offsets `cu` (one launch)."""
+    return torch.cat((scalar(0, cu, cu.dtype).view(1), cu[:-1]))
+
+
+def flat_grid(cu: torch.Tensor, tokens: int, width: int, prev: torch.Tensor | None = None) -> torch.Tensor:
     """[B, width] int64: per cell (r, j) the token start(r) + j while j < n[r], else tokens + r (row r's
-    slot in a source laid out as [one per token ..., one per request ...])."""
+    slot in a source laid out as [one per token ..., one per request ...]). `prev`: `starts(cu)`, when
+    the caller has it."""
     batch = cu.shape[0]
     ar = iota(tokens + batch + width, cu)
-    prev = torch.cat((scalar(0, cu, cu.dtype).view(1), cu[:-1]))
-    cell = prev[:, None] + ar[:width]
+    cell = (starts(cu) if prev is None else prev)[:, None] + ar[:width]
     return torch.where(cell < cu[:, None], cell, ar[tokens:tokens + batch, None])
 
 
@@ -165,11 +170,12 @@ def source_tail(src: torch.Tensor, values, bonus) -> None:
         torch.cat((zeros(bonus.shape[0], bonus), values, bonus), out=src.view(-1)[tokens:])
 
 
-def verify_flat(out, cu, src, rows, fill, skip=None) -> None:
+def verify_flat(out, cu, src, rows, fill, skip=None, prev=None) -> None:
     """Verify a flattened batch from `flat_source` `src`: token t is good (accepted) and emits its value;
-    a row's cell after its drafts is its bonus (never good). One gather gives both grids (see `emit`)."""
+    a row's cell after its drafts is its bonus (never good). One gather gives both grids (see `emit`).
+    `prev`: as `flat_grid`'s."""
     tokens = src.shape[1] - cu.shape[0]
-    grid = src[:, flat_grid(cu, tokens, out.shape[1])]
+    grid = src[:, flat_grid(cu, tokens, out.shape[1], prev)]
     emit(out, grid[0], low_bits(grid[1], out.dtype), rows, fill, skip)
 
 
@@ -184,10 +190,16 @@ def greedy(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_toke
     batch = check_greedy(draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
                          max_spec_len, output_token_ids, values=reads_values(cu_num_draft_tokens))
     if batch:
-        src = flat_source(draft_token_ids.shape[0], batch, target_argmax)
-        torch.eq(draft_token_ids, target_argmax, out=src[0, :draft_token_ids.shape[0]])
-        source_tail(src, target_argmax, bonus_token_ids)
-        verify_flat(output_token_ids, cu_num_draft_tokens, src, is_greedy, fill=False)
+        verify_greedy(draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
+                      output_token_ids)
+
+
+def verify_greedy(drafts, target_argmax, bonus, cu, rows, out, prev=None) -> None:
+    """`greedy`'s verification of B > 0 rows (`prev`: as `flat_grid`'s)."""
+    src = flat_source(drafts.shape[0], bonus.shape[0], target_argmax)
+    torch.eq(drafts, target_argmax, out=src[0, :drafts.shape[0]])
+    source_tail(src, target_argmax, bonus)
+    verify_flat(out, cu, src, rows, fill=False, prev=prev)
 
 
 def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,
