@@ -8,10 +8,12 @@ slot n[r]); see `emit`. Probability tables [*, V] are read about once: the score
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.layout import constant, iota, low_bits, scalar, zeros
+from specverify.kernels.torch.layout import as_flags, constant, iota, low_bits, scalar, zeros
 from specverify.oracles.rejection import (PLACEHOLDER, check_expand, check_greedy, check_greedy_padded,
                                           check_random, check_recovered, check_sample, check_sample_padded)
 
@@ -104,20 +106,23 @@ def recovery_alternatives(target, draft_probs, valid, safe, noise_rows, noise_in
     return first_max(tokens, vocab, target, fill)
 
 
-def accepts(valid, safe, target, draft_probs, uniform, rule: str = RATIO) -> torch.Tensor:
+def accepts(valid, safe, target, draft_probs, uniform, rule: str = RATIO, out=None) -> torch.Tensor:
     """Per token: a valid draft and, by `rule`, q > 0 and f64(f32(p / q)) >= u (RATIO), or f32(f32(u) * q) < p
     with q in (0, 1] (STRICT) or any q (STRICT_Q0); q = 1 without draft probs. valid, safe: `in_vocab` of
-    the drafts."""
+    the drafts. `out`: an integer buffer the last conjunction writes 0/1 into (else a bool is returned)."""
     p = at_drafts(target, safe)
+    q = None if draft_probs is None else at_drafts(draft_probs, safe)
     if rule != RATIO:
         u = uniform.to(torch.float32)                # rounded to nearest
-        q = None if draft_probs is None else at_drafts(draft_probs, safe)
-        accepted = valid & ((u if q is None else u * q) < p)
-        return accepted & (q > 0) & (q <= 1) if rule == STRICT and q is not None else accepted
-    if draft_probs is None:
-        return valid & (p >= uniform)               # compared in f64
-    q = at_drafts(draft_probs, safe)
-    return valid & (q > 0) & (p / q >= uniform)
+        tests = [valid, (u if q is None else u * q) < p]
+        if rule == STRICT and q is not None:
+            tests += [q > 0, q <= 1]
+    elif q is None:
+        tests = [valid, p >= uniform]                # compared in f64
+    else:
+        tests = [valid, q > 0, p / q >= uniform]
+    accepted = functools.reduce(torch.logical_and, tests[:-1])
+    return torch.logical_and(accepted, tests[-1], out=out)
 
 
 def starts(cu: torch.Tensor) -> torch.Tensor:
@@ -209,11 +214,11 @@ def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_le
                             target_probs, recovered_token_ids, uniform_probs, is_greedy, output_token_ids,
                             values=reads_values(cu_num_draft_tokens))
     if batch:
+        tokens = draft_token_ids.shape[0]
+        src = flat_source(tokens, batch, draft_token_ids, recovered_token_ids.dtype)
         accepted = accepts(*in_vocab(draft_token_ids, target_probs.shape[-1], index=False), target_probs,
-                           draft_probs, uniform_probs, rule)
-        src = flat_source(accepted.shape[0], batch, accepted, recovered_token_ids.dtype)
-        src[0, :accepted.shape[0]].copy_(accepted)
-        torch.where(accepted, draft_token_ids, recovered_token_ids, out=src[1, :accepted.shape[0]])
+                           draft_probs, uniform_probs, rule, out=src[0, :tokens])    # good: 0/1 in place
+        torch.where(as_flags(accepted), draft_token_ids, recovered_token_ids, out=src[1, :tokens])
         source_tail(src, None, bonus_token_ids)
         verify_flat(output_token_ids, cu_num_draft_tokens, src, None, fill=False, skip=is_greedy)
 
