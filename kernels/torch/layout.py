@@ -62,6 +62,13 @@ def pair_rows(n: int, like: torch.Tensor, dtype: torch.dtype = torch.long) -> to
     return torch.empty((2, n), device=like.device, dtype=dtype)
 
 
+def iota_value(n: int, like: torch.Tensor) -> torch.Tensor:
+    """The count n >= 0 as a 0-dim int64 tensor with no launch: element n of the cached arange (a view; the
+    cache grows like `iota`'s for n >= WARM_IOTA). For a per-call integer a `torch.where` takes as a
+    tensor, where a Python scalar would be made a tensor (a fill on CUDA)."""
+    return iota(n + 1, like)[n]
+
+
 def zeros(n: int, like: torch.Tensor, dtype: torch.dtype = torch.long) -> torch.Tensor:
     """n zeros on `like`'s device: a read-only view of a cached run (cached and grown like `iota`), a
     contiguous operand where an expanded 0-dim scalar would be strided (a `cat` of strided inputs is a
