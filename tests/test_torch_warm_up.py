@@ -57,7 +57,7 @@ def call(stage, example) -> list[str]:
 
 def cache_state() -> tuple:
     return ({key: value.numel() for key, value in layout._IOTAS.items()}, set(layout._SCALARS),
-            set(layout._CONSTANTS))
+            set(layout._CONSTANTS), {key: value.numel() for key, value in layout._ZEROS.items()})
 
 
 def examples(stage):
@@ -78,19 +78,20 @@ def examples(stage):
 @pytest.fixture
 def empty_caches():
     with mock.patch.object(layout, "_IOTAS", {}), mock.patch.object(layout, "_SCALARS", {}), \
-            mock.patch.object(layout, "_CONSTANTS", {}):
+            mock.patch.object(layout, "_CONSTANTS", {}), mock.patch.object(layout, "_ZEROS", {}):
         yield
 
 
 def test_warm_up_makes_every_listed_constant(empty_caches):
     layout.warm_up(torch.device("cpu"))
-    iotas, scalars, constants = cache_state()
-    assert all(n >= layout.WARM_IOTA for n in iotas.values()) and len(iotas) == len(layout.INDEX_DTYPES)
+    iotas, scalars, constants, zeros = cache_state()
+    for runs in (iotas, zeros):
+        assert all(n >= layout.WARM_IOTA for n in runs.values()) and len(runs) == len(layout.INDEX_DTYPES)
     assert len(constants) == len(layout.CONSTANTS)
     assert len(scalars) == (len(layout.INDEX_DTYPES) * len(layout.SCALARS["int"])
                             + len(layout.FLOAT_DTYPES) * len(layout.SCALARS["float"]))
     layout.warm_up("cpu")
-    assert cache_state() == (iotas, scalars, constants)   # idempotent
+    assert cache_state() == (iotas, scalars, constants, zeros)   # idempotent
 
 
 def test_scalar_refuses_a_value_outside_the_table():
@@ -113,7 +114,7 @@ def test_no_constant_is_made_after_warm_up(stage, empty_caches):
 @pytest.mark.parametrize("stage", STAGES, ids=lambda s: s.name)
 def test_first_call_copies_nothing_from_the_host(stage, empty_caches):
     for example in examples(stage):
-        layout._IOTAS.clear(), layout._SCALARS.clear(), layout._CONSTANTS.clear()
+        layout._IOTAS.clear(), layout._SCALARS.clear(), layout._CONSTANTS.clear(), layout._ZEROS.clear()
         host = sorted(HOST_OPS.difference(("lift_fresh",) if stage.name in HOST_INPUT else ())
                       .intersection(call(stage, example)))
         assert not host, f"{stage.name}: a first call made a host tensor or read a device value: {host}"

@@ -6,30 +6,37 @@ import torch
 
 from specverify.kernels.checks import reads_values
 from specverify.kernels.torch import rejection
-from specverify.kernels.torch.layout import iota, pair_rows, scalar
+from specverify.kernels.torch.layout import as_flags, iota, low_bits, pair_rows, scalar
 from specverify.oracles import eagle as oracle
 
 
 def next_token_padded(*, sampled_token_ids, discard_mask, backup_next_token_ids, vocab_size,
                       next_token_ids, valid_sampled_tokens_count):
-    """See `specverify.oracles.eagle.next_token_padded`. The last valid id is one row max of a key
-    (column + 1) * 2**32 + id over valid entries (the backup elsewhere): its low 32 bits are the id."""
+    """See `specverify.oracles.eagle.next_token_padded` (`last_valid`)."""
     oracle.check_next_token_padded(sampled_token_ids, discard_mask, backup_next_token_ids, vocab_size,
                                    next_token_ids, valid_sampled_tokens_count,
                                    values=reads_values(sampled_token_ids))
-    tok = sampled_token_ids
-    batch, width = tok.shape
+    batch, width = sampled_token_ids.shape
     if batch == 0:
         return
     if width == 0:
         next_token_ids.copy_(backup_next_token_ids)
         valid_sampled_tokens_count.zero_()
         return
-    lower = discard_mask[:, None] * vocab_size          # a discarded row has no id in [V, V)
-    valid = (tok >= lower) & (tok < vocab_size)
-    torch.sum(valid, dim=1, dtype=valid_sampled_tokens_count.dtype, out=valid_sampled_tokens_count)
-    key = torch.add(tok, iota(width + 1, tok)[1:], alpha=2**32)
-    best = torch.where(valid, key, backup_next_token_ids[:, None]).amax(dim=1)
+    last_valid(sampled_token_ids, discard_mask, backup_next_token_ids, vocab_size, next_token_ids,
+               valid_sampled_tokens_count)
+
+
+def last_valid(tok, discard, backup, vocab_size, next_token_ids, counts) -> None:
+    """Per row of tok [B, W > 0]: the count of valid ids (in [0, V), the row not discarded) into `counts`
+    and the last valid one (else the backup) into `next_token_ids`. The ids in range are those a clamp
+    leaves; a row's last is one row max of a key (column + 1) * 2**32 + id over valid entries (the
+    backup elsewhere), whose low 32 bits are the id. Valid is written as int32 0/1: summed with no cast."""
+    in_range = tok.clamp(0, vocab_size - 1) == tok
+    valid = torch.gt(in_range, discard[:, None], out=torch.empty(tok.shape, device=tok.device, dtype=torch.int32))
+    torch.sum(valid, dim=1, out=counts)
+    key = torch.add(tok, iota(tok.shape[1] + 1, tok)[1:], alpha=2**32)
+    best = torch.where(as_flags(valid), key, backup[:, None]).amax(dim=1)
     next_token_ids.copy_(best)   # int64 -> int32 keeps the low 32 bits: the id, or the backup
 
 
@@ -60,8 +67,29 @@ def verify_and_prepare_padded(*, draft_token_ids, target_argmax, bonus_token_ids
                               max_spec_len, output_token_ids, discard_mask, backup_next_token_ids, vocab_size,
                               query_start_loc, num_reqs, next_token_ids, valid_sampled_tokens_count,
                               token_indices_to_sample, num_rejected_tokens):
-    """See `specverify.oracles.eagle.verify_and_prepare_padded`: the three Torch kernels in turn."""
-    oracle.in_turn(rejection.greedy, next_token_padded, prepare_inputs_padded, locals())
+    """See `specverify.oracles.eagle.verify_and_prepare_padded`, fused: the greedy verification, then
+    `last_valid` of the verified rows, then the prepared counts from the requests' draft counts (cu less
+    the starts verification computed). Every check runs before the work but those that read what
+    verification writes (`oracle.check_verified`), which run after it when values are read at all."""
+    values = reads_values(cu_num_draft_tokens)
+    batch = oracle.check_verify_and_prepare(
+        draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy, max_spec_len,
+        output_token_ids, discard_mask, backup_next_token_ids, vocab_size, query_start_loc, num_reqs,
+        next_token_ids, valid_sampled_tokens_count, token_indices_to_sample, num_rejected_tokens, values=values)
+    if batch:
+        prev = rejection.starts(cu_num_draft_tokens)
+        rejection.verify_greedy(draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
+                                output_token_ids, prev)
+        last_valid(output_token_ids, discard_mask, backup_next_token_ids, vocab_size, next_token_ids,
+                   valid_sampled_tokens_count)
+        if num_reqs:
+            rejected = num_rejected_tokens[:num_reqs]
+            rejected_into(rejected, (cu_num_draft_tokens - prev)[:num_reqs], valid_sampled_tokens_count[:num_reqs])
+            torch.sub(query_start_loc[1:num_reqs + 1] - 1, rejected, out=token_indices_to_sample[:num_reqs])
+    if values:
+        oracle.check_verified(cu_num_draft_tokens, output_token_ids, discard_mask, backup_next_token_ids,
+                              vocab_size, query_start_loc, num_reqs, next_token_ids, valid_sampled_tokens_count,
+                              token_indices_to_sample, num_rejected_tokens)
 
 
 def prepare_inputs(*, query_start_loc, seq_lens, num_draft_tokens, num_sampled, new_query_start_loc,
@@ -115,27 +143,32 @@ def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids
     size = out_input_ids.shape[0]
     qsl, qe = query_start_loc, query_end_loc
     out0 = torch.add(qsl, iota(batch + 1, qsl), alpha=step)                 # then the spans' end
-    ends = torch.add(qe, iota(batch, qe), alpha=step)                      # qe + r*(P - shift)
+    # per request, gathered per slot in one launch: the span's marker qe + r*(P - shift), the position
+    # offset (position = start[r] + o) and the next token
+    per = torch.empty((3, batch), device=qsl.device, dtype=torch.long)
+    ends = torch.add(qe, iota(batch, qe), alpha=step, out=per[0])
+    torch.sub(target_positions[qsl[:batch]], out0[:batch], out=per[1])
+    per[2].copy_(next_token_ids)
     torch.add(ends[:, None], iota(P + 1, qe)[1 - shift:P + 1 - shift], out=out_new_token_indices.view(batch, P))
     slots = iota(size + 1, qsl)
     request = torch.searchsorted(out0[1:batch], slots[:size], right=True)
-    e = slots[shift:size + shift] - ends[request]
+    mark, start, following = per[:, request]
+    e = slots[shift:size + shift] - mark
     live = slots[:size] < out0[batch:]
     rejected = e > P
     put_live(out_is_rejected_token_mask, live, rejected)
     beyond = e > 1
     put_live(out_is_masked_token_mask, live, beyond ^ rejected)
-    start = target_positions[qsl[:batch]] - out0[:batch]                   # position = start[r] + o
-    position = torch.add(start[request], slots[:size], out=torch.empty_like(out_positions))   # cast by add
+    position = low_bits(start.add_(slots[:size]), out_positions.dtype)
     put_live(out_positions, live, torch.where(rejected, scalar(0, position, position.dtype), position))
-    source = target_token_ids[qe[request] + e.clamp(max=0)]
+    # a kept slot's source: qe[r] + e = o + shift - r*(P - shift); clamped for the other slots
+    source = target_token_ids[torch.add(slots[shift:size + shift], request, alpha=-step).clamp_(max=tokens - 1)]
     # the ids as Python scalars (cached scalars would depend on the call)
-    ids = next_token_ids[request].masked_fill_(beyond, parallel_drafting_token_id).masked_fill_(rejected,
-                                                                                              padding_token_id)
-    put_live(out_input_ids, live, torch.where(e <= 0, source, ids))
-    if shift_input_ids:
+    ids = low_bits(following, out_input_ids.dtype).masked_fill(beyond, parallel_drafting_token_id)
+    put_live(out_input_ids, live, torch.where(e <= 0, source, ids.masked_fill_(rejected, padding_token_id)))
+    if shift_input_ids:   # token t of request r goes to t + r*(P - 1)
         owner = torch.searchsorted(qsl[1:batch].contiguous(), slots[:tokens], right=True)
-        mapping = torch.add((out0 - qsl)[owner], slots[:tokens], out=torch.empty_like(out_hidden_state_mapping))
+        mapping = torch.add(slots[:tokens], owner, alpha=step, out=torch.empty_like(out_hidden_state_mapping))
         put_live(out_hidden_state_mapping, slots[:tokens] < qsl[batch:], mapping)
 
 

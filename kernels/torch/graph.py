@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.layout import constant, iota
+from specverify.kernels.torch.layout import constant, iota, low_bits
 from specverify.oracles import graph as oracle
 
 
@@ -83,6 +83,8 @@ def dsa_indexer_metadata(*, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_s
     torch.where(live, visible.clamp_(min=0), indexer_kv_lens, out=indexer_kv_lens)
     if blocks:
         table = block_offsets[owner]
+        if table.dtype == torch.int64 and expanded_block_table.dtype == torch.int32:
+            table = low_bits(table, torch.int32)   # the ids fit the output's int32
         if table.dtype == expanded_block_table.dtype:
             torch.where(live[:, None], table, expanded_block_table, out=expanded_block_table)
         else:

@@ -47,14 +47,19 @@ def row_view(rows: torch.Tensor) -> tuple[torch.Tensor, bool]:
     return rows.as_strided((span,), (1,)), False
 
 
-def element_index(rows: torch.Tensor, target: torch.Tensor, block_size: int) -> torch.Tensor:
-    """[T, H, D] flat element offsets of each target slot's rows in `rows`' storage run."""
+def element_index(rows: torch.Tensor, target: torch.Tensor, block: torch.Tensor, block_size: int) -> torch.Tensor:
+    """[T, H, D] flat element offsets of each target slot's rows in `rows`' storage run (int64 target and
+    its block target // block_size): block * s_block + (target - block * block_size) * s_offset, plus
+    the [H, D] offsets h * s_head + d * s_dim, which are a strided view of the cached arange (no launch)."""
     s_block, s_offset, s_head, s_dim = rows.stride()
     _, _, heads, dim = rows.shape
-    block = torch.div(target, block_size, rounding_mode="floor")
-    base = torch.add(target * s_offset, block, alpha=s_block - block_size * s_offset)
-    inner = torch.add(iota(dim, target) * s_dim, iota(heads, target)[:, None], alpha=s_head)
-    return base[:, None, None] + inner
+    inner = iota(1 + (heads - 1) * s_head + (dim - 1) * s_dim, target).as_strided((heads, dim), (s_head, s_dim))
+    out = torch.empty((target.shape[0], heads, dim), device=target.device, dtype=torch.long)
+    if s_block % s_offset == 0:   # the slot's offset in s_offset units, scaled by the final add
+        return torch.add(inner, torch.add(target, block, alpha=s_block // s_offset - block_size)[:, None, None],
+                         alpha=s_offset, out=out)
+    return torch.add(inner, torch.add(target * s_offset, block, alpha=s_block - block_size * s_offset)[:, None, None],
+                     out=out)
 
 
 def commit_draft(*, key, value, slot_mapping, accepted_mask, layout, k_scale, v_scale, key_cache, value_cache):
@@ -67,7 +72,8 @@ def commit_draft(*, key, value, slot_mapping, accepted_mask, layout, k_scale, v_
         return
     cache_dtype = str(key_cache.dtype).removeprefix("torch.")
     written = (slot_mapping >= 0) & accepted_mask
-    target = slot_mapping.clamp(min=0)
+    target = torch.maximum(slot_mapping, scalar(0, slot_mapping, slot_mapping.dtype),   # int64, in one launch
+                           out=torch.empty(tokens, device=key.device, dtype=torch.long))
     bits = BITS[key_cache.element_size()]
     if cache_dtype in FP8:
         new = quantized(key, value, k_scale, v_scale, cache_dtype)
@@ -80,14 +86,16 @@ def commit_draft(*, key, value, slot_mapping, accepted_mask, layout, k_scale, v_
         view, merged = row_view(rows)
         if merged:
             index = target
-        else:   # one flat index (int64: offsets can pass 2**31) per distinct stride set
+        else:   # one flat index (int64 target: offsets can pass 2**31) per distinct stride set
             index = indexes.get(rows.stride())
             if index is None:
-                wide = indexes.setdefault("int64", target.long())
-                index = indexes[rows.stride()] = element_index(rows, wide, block_size).view(-1)
+                if "block" not in indexes:
+                    indexes["block"] = torch.div(target, block_size, rounding_mode="floor")
+                index = element_index(rows, target, indexes["block"], block_size).view(-1)
+                indexes[rows.stride()] = index
         torch.index_select(view, 0, index, out=old[i] if merged else old[i].view(-1))
         places.append((view, index, merged))
-    delta = torch.where(written[:, None, None], new - old, 0)
+    delta = torch.sub(new, old, out=old).mul_(written[:, None, None])   # integer adds wrap: 0 where not written
     for (view, index, merged), change in zip(places, delta):
         view.index_add_(0, index, change if merged else change.reshape(-1))
 
@@ -115,29 +123,29 @@ def accept_out_cache_loc(*, accept_index, out_cache_loc, accepted_out_cache_loc)
 
 def assign_req_to_token(*, req_pool_indices, start_offset, end_offset, out_cache_loc, req_to_token):
     """See `specverify.oracles.kv.assign_req_to_token`. Over every entry i of out_cache_loc (no host
-    sync for Σlen): its request is the first b whose inclusive running length passes i, and entries
-    from Σlen on write nothing. The table is changed by one `index_add_` of new - old at each written
-    element (int32 adds wrap, so old + (new - old) is new) and of 0 at a clamped element for the rest,
-    which keeps any row stride."""
+    sync for the sum of lengths): its request b is the first whose inclusive running length passes i
+    (the last request for entries past the sum, which write nothing), and its element is
+    base[b] + i * column stride, base[b] = row stride * row(b) + column stride * (end(b) - running length
+    to b's end). The table is changed by one `index_add_` of new - old at each written element (int32
+    adds wrap, so old + (new - old) is new) and of 0 at a clamped element for the rest, which keeps any
+    row stride."""
     oracle.check_assign_req_to_token(req_pool_indices, start_offset, end_offset, out_cache_loc, req_to_token,
                                      values=reads_values(start_offset))
     batch, slots = req_pool_indices.shape[0], out_cache_loc.shape[0]
     rows, width = req_to_token.shape
     if batch == 0 or slots == 0 or rows * width == 0:   # nothing can be written
         return
-    lengths = end_offset - start_offset
-    ends = torch.cumsum(lengths, 0)
-    entry = iota(slots, out_cache_loc)
-    owner = torch.searchsorted(ends, entry, right=True)
-    written = owner < batch
-    owner.clamp_(max=batch - 1)
-    shift = start_offset - (ends - lengths)                    # column of entry i: i + shift[b]
-    column = (entry + shift[owner]).clamp_(0, width - 1)
-    row = req_pool_indices[owner].long().clamp_(0, rows - 1)
+    running = pair_rows(batch, end_offset)                  # both rows the lengths: one cumsum launch
+    torch.sub(end_offset.expand(2, batch), start_offset, out=running)
+    ends = running.cumsum(1)[0]
     s_row, s_col = req_to_token.stride()
+    shift = end_offset - ends                               # column of entry i: i + shift[b]
+    base = torch.add(shift if s_col == 1 else shift * s_col, req_pool_indices, alpha=s_row)
+    entry = iota(slots, out_cache_loc)
+    owner = torch.searchsorted(ends[:-1], entry, right=True)
     span = 1 + (rows - 1) * s_row + (width - 1) * s_col
     table = req_to_token.as_strided((span,), (1,))
-    place = torch.add(column * s_col, row, alpha=s_row)
+    place = torch.add(base[owner], entry, alpha=s_col).clamp_(0, span - 1)
     old = table[place]
-    delta = torch.where(written, out_cache_loc.to(torch.int32) - old, scalar(0, old, torch.int32))
-    table.index_add_(0, place, delta)
+    delta = torch.sub(out_cache_loc, old, out=torch.empty_like(old))   # stored as int32: the low 32 bits
+    table.index_add_(0, place, torch.where(entry < ends[-1], delta, scalar(0, old, torch.int32), out=delta))

@@ -7,6 +7,8 @@ call of ours adds one then. A 0-dim scalar outside `SCALARS` is refused (its val
 call); a kernel passes such a value as a Python scalar to an op that takes one."""
 from __future__ import annotations
 
+import sys
+
 import torch
 
 INDEX_DTYPES = (torch.int32, torch.int64)
@@ -33,6 +35,26 @@ def iota(n: int, like: torch.Tensor, dtype: torch.dtype = torch.long) -> torch.T
     return cached[:n]
 
 
+def low_bits(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """int64 `values` as int32 `dtype` with no launch: a view of each element's low 32 bits (little-endian
+    devices), the value itself wherever it fits int32; `values` when the dtype already agrees. The last
+    dim must have stride 1. (A big-endian host gets a converted copy.)"""
+    if values.dtype == dtype:
+        return values
+    if sys.byteorder != "little":
+        return values.to(dtype)
+    return values.view(dtype)[..., ::2]
+
+
+def as_flags(flags: torch.Tensor) -> torch.Tensor:
+    """A 0/1 integer tensor (last dim of stride 1) as bool with no launch: a view of each element's low
+    byte (little-endian devices; a big-endian host gets a converted copy). For a comparison written
+    into an integer buffer with `out=` that a `torch.where` then takes as its condition."""
+    if sys.byteorder != "little":
+        return flags.bool()
+    return flags.view(torch.uint8)[..., ::flags.element_size()].view(torch.bool)
+
+
 def pair_rows(n: int, like: torch.Tensor, dtype: torch.dtype = torch.long) -> torch.Tensor:
     """An uninitialized [2, n] buffer for a running sum taken along its rows. On CUDA a 1-D cumsum is
     two launches (cub's init and scan); the cumsum of a matrix along its rows is one. Callers write the
@@ -40,6 +62,29 @@ def pair_rows(n: int, like: torch.Tensor, dtype: torch.dtype = torch.long) -> to
     return torch.empty((2, n), device=like.device, dtype=dtype)
 
 
+def iota_value(n: int, like: torch.Tensor) -> torch.Tensor:
+    """The count n >= 0 as a 0-dim int64 tensor with no launch: element n of the cached arange (a view; the
+    cache grows like `iota`'s for n >= WARM_IOTA). For a per-call integer a `torch.where` takes as a
+    tensor, where a Python scalar would be made a tensor (a fill on CUDA)."""
+    return iota(n + 1, like)[n]
+
+
+def zeros(n: int, like: torch.Tensor, dtype: torch.dtype = torch.long) -> torch.Tensor:
+    """n zeros on `like`'s device: a read-only view of a cached run (cached and grown like `iota`), a
+    contiguous operand where an expanded 0-dim scalar would be strided (a `cat` of strided inputs is a
+    copy per input on CUDA)."""
+    key = (like.device, dtype)
+    cached = _ZEROS.get(key)
+    if cached is None or cached.numel() < n:
+        if like.is_cuda and torch.cuda.is_current_stream_capturing():
+            return torch.zeros(n, device=like.device, dtype=dtype)
+        cached = torch.zeros(max(n, 2 * (0 if cached is None else cached.numel()), 4096), device=like.device,
+                             dtype=dtype)
+        _ZEROS[key] = cached
+    return cached[:n]
+
+
+_ZEROS: dict = {}
 _SCALARS: dict = {}
 
 
@@ -85,13 +130,14 @@ def constant(name: str, like: torch.Tensor) -> torch.Tensor:
 
 def warm_up(device: torch.device | str) -> None:
     """Make every cached constant our Torch kernels use on `device`: the arange of each index dtype up
-    to `WARM_IOTA`, every `SCALARS` value in every index and float dtype, every `CONSTANTS` table. Call it
+    to `WARM_IOTA` and as many zeros, every `SCALARS` value in every index and float dtype, every `CONSTANTS` table. Call it
     outside CUDA-graph capture, before the first call on the device; it is idempotent."""
     like = torch.empty(0, device=device)
     if like.is_cuda and torch.cuda.is_current_stream_capturing():
         raise RuntimeError("warm_up: must not run during CUDA-graph capture (it makes the cached constants)")
     for dtype in INDEX_DTYPES:
         iota(WARM_IOTA, like, dtype)
+        zeros(WARM_IOTA, like, dtype)
     for kind, dtypes in (("int", INDEX_DTYPES), ("float", FLOAT_DTYPES)):
         for dtype in dtypes:
             for value in SCALARS[kind]:

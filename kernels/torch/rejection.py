@@ -8,10 +8,12 @@ slot n[r]); see `emit`. Probability tables [*, V] are read about once: the score
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.layout import iota, scalar
+from specverify.kernels.torch.layout import as_flags, constant, iota, low_bits, scalar, zeros
 from specverify.oracles.rejection import (PLACEHOLDER, check_expand, check_greedy, check_greedy_padded,
                                           check_random, check_recovered, check_sample, check_sample_padded)
 
@@ -104,29 +106,37 @@ def recovery_alternatives(target, draft_probs, valid, safe, noise_rows, noise_in
     return first_max(tokens, vocab, target, fill)
 
 
-def accepts(valid, safe, target, draft_probs, uniform, rule: str = RATIO) -> torch.Tensor:
+def accepts(valid, safe, target, draft_probs, uniform, rule: str = RATIO, out=None) -> torch.Tensor:
     """Per token: a valid draft and, by `rule`, q > 0 and f64(f32(p / q)) >= u (RATIO), or f32(f32(u) * q) < p
     with q in (0, 1] (STRICT) or any q (STRICT_Q0); q = 1 without draft probs. valid, safe: `in_vocab` of
-    the drafts."""
+    the drafts. `out`: an integer buffer the last conjunction writes 0/1 into (else a bool is returned)."""
     p = at_drafts(target, safe)
+    q = None if draft_probs is None else at_drafts(draft_probs, safe)
     if rule != RATIO:
         u = uniform.to(torch.float32)                # rounded to nearest
-        q = None if draft_probs is None else at_drafts(draft_probs, safe)
-        accepted = valid & ((u if q is None else u * q) < p)
-        return accepted & (q > 0) & (q <= 1) if rule == STRICT and q is not None else accepted
-    if draft_probs is None:
-        return valid & (p >= uniform)               # compared in f64
-    q = at_drafts(draft_probs, safe)
-    return valid & (q > 0) & (p / q >= uniform)
+        tests = [valid, (u if q is None else u * q) < p]
+        if rule == STRICT and q is not None:
+            tests += [q > 0, q <= 1]
+    elif q is None:
+        tests = [valid, p >= uniform]                # compared in f64
+    else:
+        tests = [valid, q > 0, p / q >= uniform]
+    accepted = functools.reduce(torch.logical_and, tests[:-1])
+    return torch.logical_and(accepted, tests[-1], out=out)
 
 
-def flat_grid(cu: torch.Tensor, tokens: int, width: int) -> torch.Tensor:
+def starts(cu: torch.Tensor) -> torch.Tensor:
+    """The exclusive offsets start(r) of inclusive offsets `cu` (one launch)."""
+    return torch.cat((scalar(0, cu, cu.dtype).view(1), cu[:-1]))
+
+
+def flat_grid(cu: torch.Tensor, tokens: int, width: int, prev: torch.Tensor | None = None) -> torch.Tensor:
     """[B, width] int64: per cell (r, j) the token start(r) + j while j < n[r], else tokens + r (row r's
-    slot in a source laid out as [one per token ..., one per request ...])."""
+    slot in a source laid out as [one per token ..., one per request ...]). `prev`: `starts(cu)`, when
+    the caller has it."""
     batch = cu.shape[0]
     ar = iota(tokens + batch + width, cu)
-    prev = torch.cat((scalar(0, cu, cu.dtype).view(1), cu[:-1]))
-    cell = prev[:, None] + ar[:width]
+    cell = (starts(cu) if prev is None else prev)[:, None] + ar[:width]
     return torch.where(cell < cu[:, None], cell, ar[tokens:tokens + batch, None])
 
 
@@ -149,15 +159,29 @@ def emit(out, ok, values, rows, fill, skip=None) -> torch.Tensor:
     return first
 
 
-def verify_flat(out, cu, good, values, bonus, rows, fill, skip=None) -> None:
-    """Verify a flattened batch: token t is good (accepted, bool) and emits values[t]; a row's cell after
-    its drafts is its bonus (never good). One source [good | 0 per request ; values | bonus] and one
-    gather give both grids (see `emit`)."""
-    tokens, batch = good.shape[0], bonus.shape[0]
-    src = torch.empty(2, tokens + batch, dtype=out.dtype, device=out.device)
-    torch.cat((good, scalar(0, out, out.dtype).expand(batch), values, bonus), out=src.view(-1))
-    grid = src[:, flat_grid(cu, tokens, out.shape[1])]
-    emit(out, grid[0], grid[1], rows, fill, skip)
+def flat_source(tokens: int, batch: int, like: torch.Tensor, dtype: torch.dtype = torch.long) -> torch.Tensor:
+    """An uninitialized [2, T + B] int source for `verify_flat`: row 0 [good (0/1) per token | 0 per
+    request], row 1 [value per token | bonus per request]. Callers write it with `out=` forms."""
+    return torch.empty((2, tokens + batch), device=like.device, dtype=dtype)
+
+
+def source_tail(src: torch.Tensor, values, bonus) -> None:
+    """Fill `flat_source` `src` but its good-per-token run (one launch): the zeros and bonuses, and the
+    values when given (else the caller writes them)."""
+    tokens = src.shape[1] - bonus.shape[0]
+    if values is None:   # rows [0 ; 1] * bonus: one launch that casts, where a cat of mixed dtypes would copy each
+        torch.mul(constant("second_row", bonus), bonus, out=src[:, tokens:])
+    else:   # [good | 0s | values | bonus] in memory: the last three are one run
+        torch.cat((zeros(bonus.shape[0], bonus), values, bonus), out=src.view(-1)[tokens:])
+
+
+def verify_flat(out, cu, src, rows, fill, skip=None, prev=None) -> None:
+    """Verify a flattened batch from `flat_source` `src`: token t is good (accepted) and emits its value;
+    a row's cell after its drafts is its bonus (never good). One gather gives both grids (see `emit`).
+    `prev`: as `flat_grid`'s."""
+    tokens = src.shape[1] - cu.shape[0]
+    grid = src[:, flat_grid(cu, tokens, out.shape[1], prev)]
+    emit(out, grid[0], low_bits(grid[1], out.dtype), rows, fill, skip)
 
 
 def token_requests(cu: torch.Tensor, tokens: int) -> torch.Tensor:
@@ -171,8 +195,16 @@ def greedy(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_toke
     batch = check_greedy(draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
                          max_spec_len, output_token_ids, values=reads_values(cu_num_draft_tokens))
     if batch:
-        verify_flat(output_token_ids, cu_num_draft_tokens, draft_token_ids == target_argmax, target_argmax,
-                    bonus_token_ids, is_greedy, fill=False)
+        verify_greedy(draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
+                      output_token_ids)
+
+
+def verify_greedy(drafts, target_argmax, bonus, cu, rows, out, prev=None) -> None:
+    """`greedy`'s verification of B > 0 rows (`prev`: as `flat_grid`'s)."""
+    src = flat_source(drafts.shape[0], bonus.shape[0], target_argmax)
+    torch.eq(drafts, target_argmax, out=src[0, :drafts.shape[0]])
+    source_tail(src, target_argmax, bonus)
+    verify_flat(out, cu, src, rows, fill=False, prev=prev)
 
 
 def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,
@@ -182,11 +214,13 @@ def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_le
                             target_probs, recovered_token_ids, uniform_probs, is_greedy, output_token_ids,
                             values=reads_values(cu_num_draft_tokens))
     if batch:
+        tokens = draft_token_ids.shape[0]
+        src = flat_source(tokens, batch, draft_token_ids, recovered_token_ids.dtype)
         accepted = accepts(*in_vocab(draft_token_ids, target_probs.shape[-1], index=False), target_probs,
-                           draft_probs, uniform_probs, rule)
-        verify_flat(output_token_ids, cu_num_draft_tokens, accepted,
-                    torch.where(accepted, draft_token_ids, recovered_token_ids), bonus_token_ids, None,
-                    fill=False, skip=is_greedy)
+                           draft_probs, uniform_probs, rule, out=src[0, :tokens])    # good: 0/1 in place
+        torch.where(as_flags(accepted), draft_token_ids, recovered_token_ids, out=src[1, :tokens])
+        source_tail(src, None, bonus_token_ids)
+        verify_flat(output_token_ids, cu_num_draft_tokens, src, None, fill=False, skip=is_greedy)
 
 
 def random_strict(**fields) -> None:
@@ -236,15 +270,26 @@ def sample(*, draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, t
                                              greedy_token)
         accepted = torch.where(greedy_token, drafts == alternatives,
                                accepts(valid, safe, target_probs, draft_probs, uniform_probs))
-    verify_flat(output_token_ids, cu_num_draft_tokens, accepted, torch.where(accepted, drafts, alternatives),
-                bonus_token_ids, None, fill=True)
+    src = flat_source(tokens, batch, alternatives)
+    src[0, :tokens].copy_(accepted)
+    torch.where(accepted, drafts, alternatives, out=src[1, :tokens])
+    source_tail(src, None, bonus_token_ids)
+    verify_flat(output_token_ids, cu_num_draft_tokens, src, None, fill=True)
 
 
-def emit_padded(good, values, bonus, rows, output_token_ids, num_rejected_tokens, last_token_ids) -> None:
-    """Verify padded rows from good and values [B, K] (see `emit`; slot K is the bonus, never good) and
-    write the picked rows in full. One packed [ok | values] table serves both grids."""
-    batch, k = good.shape
-    packed = torch.cat((good, scalar(0, good, torch.int64).expand(batch, 1), values, bonus[:, None]), 1)
+def padded_source(values, bonus) -> torch.Tensor:
+    """[B, 2K + 2] int64 [good (0/1) | 0 | values | bonus] for `emit_padded`, from values [B, K] and bonus
+    [B] in one cat (one launch: a single dtype); the caller writes the good columns (the first K)."""
+    batch, k = values.shape
+    packed = torch.empty((batch, 2 * k + 2), device=bonus.device, dtype=torch.long)
+    torch.cat((zeros(batch, bonus)[:, None], values, bonus[:, None]), 1, out=packed[:, k:])
+    return packed
+
+
+def emit_padded(packed, rows, output_token_ids, num_rejected_tokens, last_token_ids) -> None:
+    """Verify padded rows from `padded_source` `packed` (see `emit`; slot K is the bonus, never good) and
+    write the picked rows in full: one packed table serves both grids."""
+    k = packed.shape[1] // 2 - 1
     cells = packed[:, k + 1:]
     first = emit(output_token_ids, packed[:, :k + 1], cells, rows, fill=True)
     if rows is None:
@@ -262,8 +307,9 @@ def greedy_padded(*, draft_token_ids, target_argmax, bonus_token_ids, is_greedy,
     batch, _ = check_greedy_padded(draft_token_ids, target_argmax, bonus_token_ids, is_greedy, output_token_ids,
                                    num_rejected_tokens, last_token_ids, values=reads_values(draft_token_ids))
     if batch:
-        emit_padded(draft_token_ids == target_argmax, target_argmax, bonus_token_ids, is_greedy,
-                    output_token_ids, num_rejected_tokens, last_token_ids)
+        packed = padded_source(target_argmax, bonus_token_ids)
+        torch.eq(draft_token_ids, target_argmax, out=packed[:, :draft_token_ids.shape[1]])
+        emit_padded(packed, is_greedy, output_token_ids, num_rejected_tokens, last_token_ids)
 
 
 def sample_padded(*, draft_token_ids, draft_probs, target_probs, bonus_token_ids, is_greedy, uniform_probs,
@@ -289,8 +335,9 @@ def sample_padded(*, draft_token_ids, draft_probs, target_probs, bonus_token_ids
             valid.reshape(-1), safe.reshape(-1), noise_rows, noise_index, greedy_token.reshape(-1)).view(batch, k)
         accepted = torch.where(greedy_token, drafts == alternatives,
                                accepts(valid, safe, target_probs, draft_probs, uniform_probs))
-    emit_padded(accepted, torch.where(accepted, drafts, alternatives), bonus_token_ids, None,
-                output_token_ids, num_rejected_tokens, last_token_ids)
+    packed = padded_source(torch.where(accepted, drafts, alternatives), bonus_token_ids)
+    packed[:, :k].copy_(accepted)
+    emit_padded(packed, None, output_token_ids, num_rejected_tokens, last_token_ids)
 
 
 def expand(*, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded):

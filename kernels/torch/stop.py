@@ -29,7 +29,9 @@ def spec_stopping(*, output_token_ids, num_rejected_tokens, num_appendable, stop
         return
     tokens, budget = output_token_ids, num_appendable
     if num_rejected_tokens is None:
-        emitted = (tokens != oracle.PLACEHOLDER).sum(dim=1)
+        # counted in int64 (a bool sum would cast its input first: a launch)
+        emitted = torch.ne(tokens, oracle.PLACEHOLDER, out=torch.empty(tokens.shape, device=tokens.device,
+                                                                        dtype=torch.long)).sum(dim=1)
     else:
         emitted = width - num_rejected_tokens
     first = budget

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.layout import iota
+from specverify.kernels.torch.layout import iota, iota_value, scalar
 from specverify.oracles import tree as oracle
 
 
@@ -29,7 +29,7 @@ def build_parents(parent_list, selected_index, topk: int, nodes: int) -> torch.T
     if nodes > 1 and parent_list.shape[1] > 1:
         beam = parent_list.gather(1, group.clamp(max=parent_list.shape[1] - 1))
         found = torch.searchsorted(selected_index.contiguous(), beam.contiguous())
-        parents[:, 1:] = torch.where(group == 0, 0, found + 1)
+        parents[:, 1:] = torch.where(group == 0, scalar(0, found), found + 1)
     return parents
 
 
@@ -38,15 +38,15 @@ def links(parents: torch.Tensor, retrieve_next_token, retrieve_next_sibling) -> 
     batch, nodes = parents.shape
     node = iota(nodes, parents).expand(batch, nodes)
     first = torch.full((batch, nodes + 1), nodes, dtype=torch.long, device=parents.device)
-    first.scatter_reduce_(1, torch.where(parents < 0, nodes, parents), node, reduce="amin")
-    retrieve_next_token.copy_(torch.where(first[:, :nodes] == nodes, -1, first[:, :nodes]))
+    first.scatter_reduce_(1, torch.where(parents < 0, iota_value(nodes, parents), parents), node, reduce="amin")
+    retrieve_next_token.copy_(torch.where(first[:, :nodes] == nodes, scalar(-1, first), first[:, :nodes]))
     # siblings: nodes sorted by (parent, number); each one's successor in that order, if it shares the parent
     key = torch.where(parents < 0, nodes * nodes, parents * nodes + node)
     order = key.argsort(dim=1)
     sorted_parents = parents.gather(1, order)
     following = torch.full_like(order, -1)
     same = sorted_parents[:, 1:] == sorted_parents[:, :-1]
-    following[:, :-1] = torch.where(same & (sorted_parents[:, :-1] >= 0), order[:, 1:], -1)
+    following[:, :-1] = torch.where(same & (sorted_parents[:, :-1] >= 0), order[:, 1:], scalar(-1, order))
     retrieve_next_sibling.scatter_(1, order, following)
 
 
@@ -115,14 +115,14 @@ def reconstruct_from_mask(*, tree_mask, verified_seq_len, N, positions, retrieve
     mask = tree_mask[:batch * N * N].view(batch, N, N) & below
     positions.copy_((verified_seq_len[:, None] + mask.sum(dim=2)).reshape(-1))
     retrieve_index.copy_(iota(batch * N, verified_seq_len).view(batch, N))
-    parents = torch.where(mask, node, -1).amax(dim=2)
+    parents = torch.where(mask, node, scalar(-1, node)).amax(dim=2)
     # next_token[i]: the lowest k with mask[k, i] (k > i by `below`)
-    lowest = torch.where(mask, node[None, :, None], N).amin(dim=1)
-    retrieve_next_token.copy_(torch.where(lowest == N, -1, lowest))
+    lowest = torch.where(mask, node[None, :, None], iota_value(N, node)).amin(dim=1)
+    retrieve_next_token.copy_(torch.where(lowest == N, scalar(-1, lowest), lowest))
     # next_sibling[i]: the lowest k > i with parent(k) == parent(i) >= 0
     same = (parents[:, None, :] == parents[:, :, None]) & (parents[:, :, None] >= 0) & below.T
-    sibling = torch.where(same, node, N).amin(dim=2)
-    retrieve_next_sibling.copy_(torch.where(sibling == N, -1, sibling))
+    sibling = torch.where(same, node, iota_value(N, node)).amin(dim=2)
+    retrieve_next_sibling.copy_(torch.where(sibling == N, scalar(-1, sibling), sibling))
 
 
 def pack_mask(*, mask, kv_indptr, packed_indptr, Q, max_kv_len, packed):
@@ -144,4 +144,4 @@ def pack_mask(*, mask, kv_indptr, packed_indptr, Q, max_kv_len, packed):
     where = (packed_indptr.long()[:-1, None] + byte).clamp(max=packed.shape[0] - 1)
     written = byte[None, :] * 8 < count[:, None]
     old = packed[where]
-    packed.index_add_(0, where.reshape(-1), torch.where(written, new - old, 0).reshape(-1).to(torch.uint8))
+    packed.index_add_(0, where.reshape(-1), (new - old).mul_(written).reshape(-1))   # bytes wrap; 0 unwritten

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.layout import iota
+from specverify.kernels.torch.layout import iota, iota_value, scalar
 from specverify.oracles import tree_verify as oracle
 
 
@@ -32,7 +32,7 @@ def predecessors(links: torch.Tensor) -> torch.Tensor:
     the target of at most one link: the contract)."""
     batch, n = links.shape
     found = torch.full((batch, n + 1), -1, dtype=torch.long, device=links.device)
-    found.scatter_(1, torch.where(links >= 0, links, n), iota(n, links).expand(batch, n))
+    found.scatter_(1, torch.where(links >= 0, links, iota_value(n, links)), iota(n, links).expand(batch, n))
     return found[:, :n]
 
 
@@ -52,9 +52,10 @@ def running_sum(values: torch.Tensor, next_sibling: torch.Tensor) -> torch.Tenso
     """Per node: the sum of `values` over its list up to and including itself (pointer jumping)."""
     back = predecessors(next_sibling)
     total = values.clone()
+    zero, none = scalar(0.0 if values.is_floating_point() else 0, values, values.dtype), scalar(-1, back)
     for _ in range(rounds(values.shape[1])):
-        total = total + torch.where(back >= 0, total.gather(1, back.clamp(min=0)), 0)
-        back = torch.where(back >= 0, back.gather(1, back.clamp(min=0)), -1)
+        total = total + torch.where(back >= 0, total.gather(1, back.clamp(min=0)), zero)
+        back = torch.where(back >= 0, back.gather(1, back.clamp(min=0)), none)
     return total
 
 
@@ -67,15 +68,15 @@ def descend(eligible: torch.Tensor, parent: torch.Tensor, position: torch.Tensor
     node = iota(n, parent)
     code = torch.where(eligible, position * n + node, n * n)       # the lowest code: the first listed child
     first = torch.full((batch, n + 1), n * n, dtype=torch.long, device=parent.device)
-    first.scatter_reduce_(1, torch.where(eligible, parent, n), code, "amin")
+    first.scatter_reduce_(1, torch.where(eligible, parent, iota_value(n, parent)), code, "amin")
     first = first[:, :n] % n
-    above = torch.where(node == 0, -1, parent)                     # the root heads its tree, whatever links to it
+    above = torch.where(node == 0, scalar(-1, parent), parent)     # the root heads its tree, whatever links to it
     picked = (above >= 0) & eligible & (first.gather(1, above.clamp(min=0)) == node)
     up, depth = ancestors(above)
     on = (up == 0) & chain_and(picked, above) & (depth <= levels)
-    count = torch.where(on, depth, 0).amax(1)
+    count = torch.where(on, depth, scalar(0, depth)).amax(1)
     path = torch.zeros((batch, levels + 2), dtype=torch.long, device=parent.device)
-    path.scatter_(1, torch.where(on, depth, levels + 1), node.expand(batch, n))
+    path.scatter_(1, torch.where(on, depth, iota_value(levels + 1, depth)), node.expand(batch, n))
     last = torch.minimum(iota(levels + 1, count)[None, :], count[:, None])
     return path[:, :levels + 1].gather(1, last), count
 
@@ -95,7 +96,7 @@ def chain_and(flag: torch.Tensor, above: torch.Tensor) -> torch.Tensor:
     """Per node: `flag` holds for it and every ancestor that has a parent along `above`."""
     n = above.shape[1]
     up = torch.where(above >= 0, above, iota(n, above))
-    whole = torch.where(above >= 0, flag, True)
+    whole = flag | (above < 0)
     for _ in range(rounds(n)):
         whole = whole & whole.gather(1, up)
         up = up.gather(1, up)
@@ -135,12 +136,12 @@ def verify(candidates, retrieve_index, retrieve_next_token, retrieve_next_siblin
 def deepest_marks(match, parent, levels: int) -> torch.Tensor:
     """Nodes on some matching root path that ends at the deepest reachable depth (capped at `levels`)."""
     batch, n = match.shape
-    above = torch.where(iota(n, parent) == 0, -1, parent)    # the root heads its tree, whatever links to it
+    above = torch.where(iota(n, parent) == 0, scalar(-1, parent), parent)    # the root heads its tree, whatever links to it
     up, depth = ancestors(above)
     reached = (up == 0) & chain_and(match, above) & (depth <= levels)
-    deepest = torch.where(reached, depth, -1).amax(1, keepdim=True)
+    deepest = torch.where(reached, depth, scalar(-1, depth)).amax(1, keepdim=True)
     marks = reached & (depth == deepest)
-    into = torch.where(above >= 0, above, n)
+    into = torch.where(above >= 0, above, iota_value(n, above))
     for _ in range(levels):   # up one level per round: ancestors of a deepest node
         found = torch.zeros((batch, n + 1), dtype=torch.long, device=match.device)
         found.scatter_reduce_(1, into, marks.long(), "amax")
@@ -175,7 +176,8 @@ def sample(candidates, retrieve_index, retrieve_next_token, retrieve_next_siblin
     parent, position = tree_order(retrieve_next_token, retrieve_next_sibling)
     token = (candidates >= 0) & (candidates < vocab) & (parent >= 0)
     above = parent.clamp(min=0)
-    p = torch.where(token, target_probs[rows, above, candidates.clamp(0, vocab - 1)], 0.0)
+    p = torch.where(token, target_probs[rows, above, candidates.clamp(0, vocab - 1)],
+                    scalar(0.0, target_probs, target_probs.dtype))
     mass = running_sum(p, retrieve_next_sibling)
     # thresholds rounded to f32 on the host; the divisor a 0-dim device tensor filled per call (a host tensor
     # is a copy that synchronizes; a Python scalar makes CUDA multiply by its reciprocal, not divide)
@@ -191,12 +193,13 @@ def sample(candidates, retrieve_index, retrieve_next_token, retrieve_next_siblin
     path, count = descend(accept, parent, position, levels)
     # rejected siblings: listed before the first accepted child of a walked path node (all, if none)
     first = torch.full((batch, n + 1), n, dtype=torch.long, device=p.device)
-    first.scatter_reduce_(1, torch.where(accept, parent, n), torch.where(accept, position, n), "amin")
+    beyond = iota_value(n, parent)
+    first.scatter_reduce_(1, torch.where(accept, parent, beyond), torch.where(accept, position, beyond), "amin")
     depth = iota(levels + 1, count)[None, :]
     walked = (depth <= count[:, None]) & (depth < levels)
     level_of = torch.full((batch, n + 1), -1, dtype=torch.long, device=p.device)
-    level_of.scatter_(1, torch.where(walked, path, n), depth.expand(batch, -1).contiguous())
-    level = torch.where(parent >= 0, level_of.gather(1, above), -1)
+    level_of.scatter_(1, torch.where(walked, path, beyond), depth.expand(batch, -1).contiguous())
+    level = torch.where(parent >= 0, level_of.gather(1, above), scalar(-1, level_of))
     rejected = token & (level >= 0) & (position < first.gather(1, above))
     cells = torch.where(rejected, level * (vocab + 1) + candidates.clamp(0, vocab - 1), (levels + 1) * (vocab + 1))
     values = torch.zeros((batch, (levels + 1) * (vocab + 1) + 1), dtype=torch.float32, device=p.device)

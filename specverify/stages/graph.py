@@ -206,7 +206,7 @@ DSA_INDEXER_METADATA = Stage(
     worked=draw.dsa_worked,
     bench=dsa_bench,
     impls=kernels("graph", "dsa_indexer_metadata"),
-    launches={"triton": 1, "torch": 15},
+    launches={"triton": 1, "torch": 11},
 )
 
 STAGES = (FILL_COMMON_INPUTS, STEP_CONTEXT, DSA_INDEXER_METADATA)
