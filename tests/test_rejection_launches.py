@@ -40,25 +40,3 @@ def test_torch_dispatches_within_bound(stage):
             getattr(module, function)(**arguments())
             ops = dispatched_ops(getattr(module, function), **arguments())
         assert len(ops) <= bound, f"{stage.name} ({label}): {len(ops)} ops > {bound}: {ops}"
-
-
-CHUNKED = [s for s in STAGES if s.name in ("rejection.recovered", "rejection.sample", "rejection.sample_padded",
-                                           "rejection.random")]
-
-
-@pytest.mark.parametrize("stage", CHUNKED, ids=lambda s: s.name)
-def test_torch_scores_in_one_row_chunks_match_one_chunk(stage):
-    """The scores table made and reduced one row per chunk gives the outputs of one chunk for all rows."""
-    from specverify.kernels.torch import rejection
-    module_name, function = stage.impls["torch"].split(":")
-    impl = getattr(importlib.import_module(module_name), function)
-    for label, inputs, outputs in variants(stage):
-        results = []
-        for chunk in (rejection.CHUNK_BYTES, 4):
-            kw = {k: torch.from_numpy(v.copy()) if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
-            kw.update({k: torch.full(b.shape, -9, dtype=getattr(torch, b.dtype)) for k, b in outputs.items()})
-            with mock.patch.object(rejection, "CHUNK_BYTES", chunk), mock.patch.object(rejection, "CHUNK_ON_CPU", True):
-                impl(**kw)
-            results.append([kw[k] for k in outputs])
-        for whole, chunked in zip(*results):
-            assert torch.equal(whole, chunked), f"{stage.name} ({label})"

@@ -3,8 +3,8 @@ outside checked mode, a fixed and small number of launches per call.
 
 Verification runs on a grid of cells (request r, slot j): a row emits its cells while they are "good"
 (accepted), then the first cell that is not (the alternative of the first rejected draft, or the bonus in
-slot n[r]); see `emit`. Probability tables [*, V] are read about once: the scores are made and reduced chunk of rows by chunk
-(`first_max`), so the intermediates of a chunk are re-read from the L2 cache, never from memory.
+slot n[r]); see `emit`. Probability tables [*, V] are read in as few full passes as eager Torch allows:
+the scores table is built once and reduced by `first_max`.
 """
 from __future__ import annotations
 
@@ -23,44 +23,16 @@ INF = float("inf")
 RATIO, STRICT, STRICT_Q0 = "ratio", "strict", "strict_q0"
 
 
-CHUNK_BYTES = 32 << 20   # rows of a [T, V] scores table per chunk on CUDA: one f32 chunk stays in L2 (H200: ~60 MB)
-CHUNK_ON_CPU = False     # chunk on the CPU too (tests: the chunked path on CPU tensors)
-
-
-def chunk_rows(vocab: int, like: torch.Tensor) -> int:
-    """Rows per chunk of a [T, V] f32 table: CHUNK_BYTES of them on CUDA; on the CPU (small caches, each op
-    split over threads: chunks measured slower) one chunk of every row, unless CHUNK_ON_CPU."""
-    return max(1, CHUNK_BYTES // (4 * max(vocab, 1))) if like.is_cuda or CHUNK_ON_CPU else 1 << 62
-
-
-def first_max(tokens: int, vocab: int, like: torch.Tensor, fill) -> torch.Tensor:
-    """Per row of f32 scores [T, V]: the lowest index attaining the largest non-NaN value, 0 when a row
-    is all NaN (the oracle's rule; torch.argmax lets NaN win). Row chunk by row chunk of CHUNK_BYTES:
-    `fill(rows, out)` returns the scores of `rows` (a slice), written into `out` (a chunk buffer of
-    those rows) or a table it reads; no [T, V] intermediate is made, and a chunk's are re-read from the
-    cache. Per chunk: the non-NaN mask, NaN -> -inf (into the buffer), one max reduction (it returns the
-    first index of a tie; -0.0 ties +0.0) and the mask's first set index, the answer of rows whose
-    maximum is -inf (only -inf and NaN there: the first -inf, or 0 when all NaN)."""
-    step = chunk_rows(vocab, like)
-    buffer = torch.empty((min(step, tokens), vocab), device=like.device, dtype=torch.float32)
-    numbers = torch.empty(buffer.shape, device=like.device, dtype=torch.bool)
-    best = torch.empty(tokens, device=like.device, dtype=torch.float32)
-    index, fallback = torch.empty((2, tokens), device=like.device, dtype=torch.long)
-    for start in range(0, tokens, step):
-        rows = slice(start, min(start + step, tokens))
-        out, mask = buffer[:rows.stop - start], numbers[:rows.stop - start]
-        scores = fill(rows, out)
-        torch.eq(scores, scores, out=mask)
-        torch.nan_to_num(scores, nan=-INF, posinf=INF, neginf=-INF, out=out)
-        torch.max(out, -1, out=(best[rows], index[rows]))
-        torch.argmax(mask.view(torch.uint8), -1, out=fallback[rows])
-    return torch.where(best == -INF, fallback, index)
-
-
-def first_max_of(table: torch.Tensor) -> torch.Tensor:
-    """`first_max` of a table's rows ([..., V] -> [...])."""
-    rows = table.reshape(-1, table.shape[-1])
-    return first_max(rows.shape[0], rows.shape[1], rows, lambda r, out: rows[r]).view(table.shape[:-1])
+def first_max(scores: torch.Tensor, owned: bool = False) -> torch.Tensor:
+    """Per row of f32 scores [..., V]: the lowest index attaining the largest non-NaN value, 0 when a row
+    is all NaN (the oracle's rule; torch.argmax lets NaN win). Four passes: the non-NaN mask, NaN -> -inf
+    (in place when `owned`), one max reduction (it returns the first index of a tie; -0.0 ties +0.0),
+    and the mask's first set index, the answer of rows whose maximum is -inf (only -inf and NaN there:
+    the first -inf, or 0 when all NaN)."""
+    numbers = scores == scores
+    clean = (scores.nan_to_num_ if owned else scores.nan_to_num)(nan=-INF, posinf=INF, neginf=-INF)
+    best, index = clean.max(-1)
+    return torch.where(best == -INF, numbers.view(torch.uint8).argmax(-1), index)
 
 
 def in_vocab(drafts: torch.Tensor, vocab: int, index: bool = True):
@@ -75,35 +47,26 @@ def at_drafts(table: torch.Tensor, safe: torch.Tensor) -> torch.Tensor:
     return rows[iota(rows.shape[0], table), safe.reshape(-1)].view(safe.shape)
 
 
-def recovery_alternatives(target, draft_probs, valid, safe, noise_rows, noise_index, greedy=None) -> torch.Tensor:
-    """[T] int64: `first_max` of the oracle's scores residual * noise per token, target and draft_probs
-    [T, V] (rows of a flattened layout), token t's noise the row noise_rows[noise_index[t]]. valid, safe:
-    `in_vocab` of the drafts (safe as an int64 index). `greedy` (bool per token, None: none) picks tokens
-    that keep their target row instead (their noise row must then be ones). Chunk by chunk (see
-    `first_max`): the noise rows gathered into the chunk, then the residual made there."""
-    tokens, vocab = target.shape
+def recovery_scores(target, draft_probs, valid, safe, noise, noise_at_draft, greedy=None) -> torch.Tensor:
+    """A new f32 table [..., V] of the oracle's scores residual * noise per token (`noise` broadcasts
+    against `target`; a new table it is may be overwritten). valid, safe: `in_vocab` of the drafts
+    (safe as an int64 index); `noise_at_draft()` gives the noise at each safe draft. `greedy` (bool per
+    token, None: none) picks tokens that keep their target row instead (their noise must then be 1)."""
     if draft_probs is not None:
-        noise = torch.empty((min(tokens, chunk_rows(vocab, target)), vocab), device=target.device,
-                            dtype=noise_rows.dtype)
-
-        def fill(rows, out):
-            torch.index_select(noise_rows, 0, noise_index[rows], out=noise[:out.shape[0]])
-            torch.sub(target[rows], draft_probs[rows], out=out)
-            if greedy is None:
-                out.clamp_min_(0)                    # NaN stays NaN, like where(diff < 0, 0, diff)
-            else:
-                torch.where(greedy[rows, None], target[rows], out.clamp_min_(0), out=out)
-            return out.mul_(noise[:out.shape[0]])
-        return first_max(tokens, vocab, target, fill)
-    zeroed = valid if greedy is None else valid > greedy   # valid and not greedy
+        scores = torch.sub(target, draft_probs)
+        if greedy is None:
+            scores.clamp_min_(0)                     # NaN stays NaN, like where(diff < 0, 0, diff)
+        else:
+            torch.where(greedy[..., None], target, scores.clamp_min_(0), out=scores)
+        return scores.mul_(noise)
+    at_draft = noise_at_draft()                       # before `noise` may be overwritten below
+    scores = noise.mul_(target) if noise.shape == target.shape else torch.mul(target, noise)
+    if greedy is not None:
+        valid = valid > greedy                        # valid and not greedy
+    own = at_drafts(target, safe)
     # the draft's own cell: 0 * noise for a valid draft (NaN under infinite noise), else unchanged
-    cell = torch.where(zeroed, scalar(0.0, target, target.dtype), at_drafts(target, safe))
-    cell.mul_(noise_rows[noise_index, safe])
-
-    def fill(rows, out):
-        torch.index_select(noise_rows, 0, noise_index[rows], out=out).mul_(target[rows])
-        return out.scatter_(1, safe[rows, None], cell[rows, None])
-    return first_max(tokens, vocab, target, fill)
+    cell = torch.where(valid, scalar(0.0, target, target.dtype), own).mul_(at_draft)
+    return scores.scatter_(-1, safe[..., None], cell[..., None])
 
 
 def accepts(valid, safe, target, draft_probs, uniform, rule: str = RATIO, out=None) -> torch.Tensor:
@@ -241,8 +204,10 @@ def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs
     tokens = draft_token_ids.shape[0]
     if tokens:
         request = token_requests(cu_num_draft_tokens, tokens)
+        noise = inv_q.index_select(0, request)
         valid, safe = in_vocab(draft_token_ids, inv_q.shape[1])
-        recovered_token_ids.copy_(recovery_alternatives(target_probs, draft_probs, valid, safe, inv_q, request))
+        scores = recovery_scores(target_probs, draft_probs, valid, safe, noise, lambda: at_drafts(noise, safe))
+        recovered_token_ids.copy_(first_max(scores, owned=True))
 
 
 def sample(*, draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs, bonus_token_ids,
@@ -257,17 +222,18 @@ def sample(*, draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, t
     tokens = draft_token_ids.shape[0]
     drafts = draft_token_ids
     if is_greedy is None:
-        alternatives = first_max_of(target_probs)
+        alternatives = first_max(target_probs)
         accepted = drafts == alternatives
     else:
         request = token_requests(cu_num_draft_tokens, tokens)
         greedy_token = is_greedy[request]
         # greedy tokens take a row of ones as their noise: target * 1 is the target, bit for bit
         noise_rows = torch.cat((inv_q, scalar(1.0, inv_q, inv_q.dtype).expand(1, inv_q.shape[1])))
-        noise_index = torch.where(greedy_token, iota(batch + 1, inv_q)[batch], request)
+        noise = noise_rows.index_select(0, torch.where(greedy_token, iota(batch + 1, inv_q)[batch], request))
         valid, safe = in_vocab(drafts, inv_q.shape[1])
-        alternatives = recovery_alternatives(target_probs, draft_probs, valid, safe, noise_rows, noise_index,
-                                             greedy_token)
+        scores = recovery_scores(target_probs, draft_probs, valid, safe, noise, lambda: at_drafts(noise, safe),
+                                 greedy_token)
+        alternatives = first_max(scores, owned=True)
         accepted = torch.where(greedy_token, drafts == alternatives,
                                accepts(valid, safe, target_probs, draft_probs, uniform_probs))
     src = flat_source(tokens, batch, alternatives)
@@ -322,17 +288,15 @@ def sample_padded(*, draft_token_ids, draft_probs, target_probs, bonus_token_ids
         return
     drafts = draft_token_ids
     if is_greedy is None or k == 0:
-        alternatives = first_max_of(target_probs)
+        alternatives = first_max(target_probs)
         accepted = drafts == alternatives
     else:
-        vocab = inv_q.shape[1]
         greedy_token = is_greedy[:, None].expand(batch, k)
-        noise_rows = torch.where(is_greedy[:, None], scalar(1.0, inv_q, inv_q.dtype), inv_q)
-        noise_index = iota(batch, inv_q)[:, None].expand(batch, k).reshape(-1)   # row b of each of its k
-        valid, safe = in_vocab(drafts, vocab)
-        alternatives = recovery_alternatives(
-            target_probs.reshape(-1, vocab), None if draft_probs is None else draft_probs.reshape(-1, vocab),
-            valid.reshape(-1), safe.reshape(-1), noise_rows, noise_index, greedy_token.reshape(-1)).view(batch, k)
+        noise = torch.where(is_greedy[:, None], scalar(1.0, inv_q, inv_q.dtype), inv_q)[:, None, :]
+        valid, safe = in_vocab(drafts, inv_q.shape[1])
+        scores = recovery_scores(target_probs, draft_probs, valid, safe, noise,
+                                 lambda: noise[:, 0].gather(1, safe), greedy_token)
+        alternatives = first_max(scores, owned=True)
         accepted = torch.where(greedy_token, drafts == alternatives,
                                accepts(valid, safe, target_probs, draft_probs, uniform_probs))
     packed = padded_source(torch.where(accepted, drafts, alternatives), bonus_token_ids)
