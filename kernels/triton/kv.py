@@ -45,6 +45,15 @@ def fp8_code(x, MANTISSA: tl.constexpr, BIAS: tl.constexpr, MAX_CODE: tl.constex
 
 
 @triton.jit
+def exact_f32(x):
+    """x as float32, subnormals kept: a bfloat16 widened through its bits (the Triton interpreter's
+    conversion flushes bfloat16 subnormals to zero, and a subnormal over a zero scale is +-inf, not NaN)."""
+    if x.dtype == tl.bfloat16:
+        return (x.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+    return x.to(tl.float32)
+
+
+@triton.jit
 def commit_one(src_ptr, s0, s1, s2, scale_ptr, cache_ptr, c0, c1, c2, c3, tok, head, d, block, offset, write,
                store, SCALE_PER_TOKEN: tl.constexpr, IS_FP8: tl.constexpr, MANTISSA: tl.constexpr,
                BIAS: tl.constexpr, MAX_CODE: tl.constexpr):
@@ -57,7 +66,7 @@ def commit_one(src_ptr, s0, s1, s2, scale_ptr, cache_ptr, c0, c1, c2, c3, tok, h
             scale = tl.load(scale_ptr)
         # the float64 quotient rounded once to float32 is the correctly rounded float32 quotient (53 >= 2*24 + 2
         # bits: double rounding is harmless), subnormals included; tl.math.div_rn is linked flush-to-zero
-        quotient = (src.to(tl.float32).to(tl.float64) / scale.to(tl.float64)).to(tl.float32)
+        quotient = (exact_f32(src).to(tl.float64) / scale.to(tl.float64)).to(tl.float32)
         tl.store(where, fp8_code(quotient, MANTISSA, BIAS, MAX_CODE).to(tl.uint8), mask=store)
     else:
         tl.store(where, src, mask=store)
