@@ -288,7 +288,7 @@ def test_a_host_hint_below_the_data_is_refused_naming_it_and_drawn_present_or_no
         harness.oracle_outputs(stage, replace(example, inputs={**example.inputs, hint: example.inputs[hint] - 1}))
     seen = set()
 
-    @settings(max_examples=30, database=None, deadline=None)
+    @settings(max_examples=200, database=None, deadline=None, derandomize=True)
     @given(stage.valid(DrawContext(small=True)))
     def drawn(example):
         seen.add(example.inputs[hint] is None)

@@ -32,6 +32,7 @@ def demo_on_path(monkeypatch, tmp_path):
     in this test's own (so a process left behind can be found by its environment)."""
     path = [str(ROOT), str(DEMO), *filter(None, [os.environ.get("PYTHONPATH")])]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(path))
+    monkeypatch.syspath_prepend(str(DEMO))      # and this process (a clean checkout has not installed it)
     (tmp_path / "tmp").mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     monkeypatch.setattr(tempfile, "tempdir", None)
