@@ -253,7 +253,9 @@ def acceptance_ratios(drafts, t: Tables) -> tuple[np.ndarray, np.ndarray]:
 @st.composite
 def uniforms(draw, drafts: np.ndarray, t: Tables, stress: bool = False) -> np.ndarray:
     """f64 uniforms; at a drawn rate (always some when `stress`) exactly at the f32 acceptance ratio,
-    one f64 ulp either side, or one f32 step either side (where a division 1 ulp off decides the other way)."""
+    one f64 ulp either side, or one f32 step either side (where a division 1 ulp off decides the other way);
+    at the same rate 0.0 where no draft can be accepted (a placeholder, an id >= V, q = 0): a kernel that
+    lets such a draft reach its ratio test then accepts it."""
     rng = draw(generator())
     u = rng.random(len(drafts))
     rate = draw(st.sampled_from([0.0, 0.5, 1.0]))
@@ -264,7 +266,8 @@ def uniforms(draw, drafts: np.ndarray, t: Tables, stress: bool = False) -> np.nd
     up = np.where(side % 2 == 1, np.inf, -np.inf)
     f32_step = np.nextafter(ratio.astype(np.float32), up.astype(np.float32)).astype(np.float64)
     beside = np.where(side == 0, ratio, np.where(side <= 2, np.nextafter(ratio, up), f32_step))
-    return np.where(can & (rng.random(len(drafts)) < rate), beside, u)
+    planted = rng.random(len(drafts)) < rate
+    return np.where(can & planted, beside, np.where(~can & planted, 0.0, u))
 
 
 def strict_ties(drafts, t: Tables, q_range: bool = True) -> tuple[np.ndarray, np.ndarray]:
