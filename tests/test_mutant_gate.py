@@ -52,3 +52,11 @@ def test_a_gate_mutant_is_killed_within_its_recorded_examples(entry, tmp_path):
     assert result.check == entry["check"], f"{entry['id']}: killed by {result.check}, recorded {entry['check']}"
     assert result.examples <= 2 * entry["examples"] + SLACK, (
         f"{entry['id']}: killed after {result.examples} examples, recorded {entry['examples']}: a weaker search")
+
+
+def test_the_equivalence_file_names_live_mutants():
+    """tests/mutant_equivalent.toml (survivors we judged equivalent) parses and names mutants that exist."""
+    judged = mutate.load_equivalent(GATE.with_name("mutant_equivalent.toml"))
+    impls = {s.impls[b] for s in registry.all_stages().values() for b in ("torch", "triton") if b in s.impls}
+    known = {m.id for impl in sorted(impls) for m in mutants.mutants(impl)}
+    assert mutate.stale(judged, known) == []
