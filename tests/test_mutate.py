@@ -243,7 +243,9 @@ def test_cli_writes_the_reports(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(mutants, "mutants", lambda impl, operators=None: [KILLING, EQUIVALENT_ONE, unjudged],
                         raising=False)
     judged = tmp_path / "eq.toml"
-    judged.write_text(EQUIVALENT.read_text() + '\n[[mutant]]\nid = "gone#0"\nreason = "was equivalent"\n')
+    planted = mutate.load_equivalent(EQUIVALENT)[PLANTED][0].replace('"', "'")
+    judged.write_text(f'[[mutant]]\nid = "{PLANTED}"\nreason = "{planted}"\n'
+                      '\n[[mutant]]\nid = "gone#0"\nreason = "was equivalent"\n')
     argv = ["mutate", "--vendor", "vendor_demo", "--stage", "rejection.expand", "--device", "cpu", "--examples", "5",
             "--equivalent", str(judged), "--json", str(tmp_path / "m.json"), "--markdown", str(tmp_path / "m.md"),
             "--out", str(tmp_path / "out")]
