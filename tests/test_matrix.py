@@ -262,7 +262,8 @@ def test_the_page_renders_in_headless_chromium(tmp_path):
 def test_the_committed_matrix_is_what_the_readme_command_writes(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     inputs = ["examples/vendor_demo/reports/report.json", "examples/vendor_domain/reports/report.json",
-              "docs/matrix/specverify-torch.json"]
+              "docs/matrix/specverify-torch.json", "examples/vendor_demo/reports/mutants.json",
+              "examples/vendor_domain/reports/mutants.json"]
     assert main(["matrix", *inputs, "--out", str(tmp_path)]) == 0
     for name in ("matrix.html", "matrix.md"):
         assert (tmp_path / name).read_text() == (ROOT / "docs" / "matrix" / name).read_text(), name
