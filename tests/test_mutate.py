@@ -16,6 +16,7 @@ import pytest
 from specverify import mutants, mutate, mutate_report
 from specverify.cli import main
 from specverify.mutants import Mutant
+from tests.test_vendor import dist_info, entry_points_of
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "examples" / "vendor_demo"
@@ -30,9 +31,12 @@ FAST = dict(examples=5, device="cpu")
 def demo_on_path(monkeypatch, tmp_path):
     """The check processes import this checkout's specverify and vendor_demo; their temporary folders lie
     in this test's own (so a process left behind can be found by its environment)."""
-    path = [str(ROOT), str(DEMO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    site = tmp_path / "site"                     # vendor_demo registered as if pip-installed (a clean
+    dist_info(site, "vendor-demo", "0.1.0", entry_points_of(DEMO / "pyproject.toml"))   # checkout has not)
+    path = [str(ROOT), str(DEMO), str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(path))
-    monkeypatch.syspath_prepend(str(DEMO))      # and this process (a clean checkout has not installed it)
+    monkeypatch.syspath_prepend(str(site))       # and in this process
+    monkeypatch.syspath_prepend(str(DEMO))
     (tmp_path / "tmp").mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     monkeypatch.setattr(tempfile, "tempdir", None)
