@@ -86,7 +86,7 @@ def fill_valid(draw, ctx: DrawContext) -> Example:
         label("fill: tokens = capacity")
     low, high = ctx.limits("pad_query_len", 0, max(width, 1))
     pad = draw(st.sampled_from([min(max(p, low), high) for p in (width, width, 0, 1)]))
-    max_blocks = draw(st.sampled_from([1, 4, 16, 64, 128] if not ctx.small else [1, 4, 16, 64]))
+    max_blocks = draw(st.sampled_from([1, 3, 4, 16, 17, 64, 100, 128] if not ctx.small else [1, 3, 4, 16, 17, 64]))   # widths off a power of two: a tile wider than the row
     blocks = draw(st.one_of(st.just(max_blocks), st.integers(0, max_blocks)))
     if blocks == max_blocks:
         label("fill: blocks per request = capacity")
