@@ -32,7 +32,7 @@ from pathlib import Path
 from specverify import bounded, registry
 from specverify.reports import FORMAT
 
-MUTATION_FORMAT = "specverify-mutation/1"    # mutate_report.FORMAT (not imported: it needs the runner)
+MUTATION_FORMAT = "specverify-mutation/1"    # what `specverify mutate --json` writes (mutate_report.FORMAT)
 
 MAX_BYTES = 64 * 2**20        # a nightly report of every stage is a few MiB
 MAX_DETAIL = 4000             # characters of a failure's report shown on the page
@@ -178,6 +178,8 @@ def parsed(path: Path, data: object) -> Report:
 
 
 def mutation_parsed(path: Path, data: dict) -> Mutation:
+    from specverify.mutate import OUTCOMES     # the runner's outcome names (imported here: it loads the runner)
+
     stages = registry.all_stages()
     found = []
     for w, entry in items(data, "stages", "report"):
@@ -188,8 +190,7 @@ def mutation_parsed(path: Path, data: dict) -> Mutation:
         vendor = need(entry, "vendor", (str,), where, optional=True)
         baseline = need(entry, "baseline", (str,), where)
         counts = need(entry, "counts", (dict,), where)
-        for key in ("killed", "timed out", "crashed", "survived", "equivalent", "does not import",
-                    "does not compile", "error"):
+        for key in (*OUTCOMES, "equivalent"):
             need(counts, key, (int,), f"{where}.counts")
         found.append((vendor or implementation_name(impl), stage, mutation_figure(baseline, counts)))
     return Mutation(path, need(data, "device", (str,), "report"), found)
@@ -205,12 +206,13 @@ def implementation_name(impl: str) -> str:
 
 
 def mutation_figure(baseline: str, counts: dict[str, int]) -> str:
+    from specverify.mutate import APART, kill_rates, kills_of
+
     if baseline != "passed":
         return "mutants: not run (the unmutated implementation fails)"
-    kills = counts["killed"] + counts["timed out"] + counts["crashed"]
-    total = kills + counts["survived"]
-    rate = f" ({100 * kills / total:.0f}%, killed alone {100 * counts['killed'] / total:.0f}%)" if total else ""
-    apart = counts["does not import"] + counts["does not compile"] + counts["error"]
+    (kills, total), (rate, killed) = kills_of(counts), kill_rates(counts)
+    rate = f" ({100 * rate:.0f}%, killed alone {100 * killed:.0f}%)" if total else ""
+    apart = sum(counts[o] for o in APART)
     return (f"mutants killed: {kills} of {total}{rate}" + (f"; {counts['equivalent']} judged equivalent"
                                                            if counts["equivalent"] else "")
             + (f"; {apart} counted apart" if apart else ""))

@@ -147,10 +147,15 @@ class MutationRun:
         return self.counts()["survived"] + sum(s.baseline != "passed" for s in self.stages)
 
 
+def kills_of(counts: dict[str, int]) -> tuple[int, int]:
+    """(kills, kills + survivors not judged equivalent) of a run's outcome counts."""
+    kills = sum(counts[o] for o in KILLS)
+    return kills, kills + counts["survived"]
+
+
 def kill_rates(counts: dict[str, int]) -> tuple[float | None, float | None]:
     """(kill rate, killed alone): over kills and survivors not judged equivalent (None when there are none)."""
-    kills = sum(counts[o] for o in KILLS)
-    total = kills + counts["survived"]
+    kills, total = kills_of(counts)
     return (kills / total, counts["killed"] / total) if total else (None, None)
 
 

@@ -16,9 +16,8 @@ from pathlib import Path
 from rich.table import Table
 
 import specverify
+from specverify.matrix import MUTATION_FORMAT as FORMAT
 from specverify.mutate import KILLS, MutationRun, Result, StageRun, kill_rates, median_examples
-
-FORMAT = "specverify-mutation/1"      # matrix.MUTATION_FORMAT reads it
 COLUMNS = (("killed", "killed"), ("timed out", "timed out"), ("crashed", "crashed"), ("survived", "survived"),
            ("equivalent", "equivalent (judged)"), ("does not import", "does not import"),
            ("does not compile", "does not compile"), ("error", "broke"))
