@@ -22,7 +22,7 @@ _CHECKED_ENV = os.environ.get("SPECVERIFY_CHECKED") == "1"
 MEMO_LIMIT = 4096                 # signatures kept before the memo starts over
 _memo: dict[tuple, Any] = {}
 _MISSING = object()
-_SCALARS = frozenset((int, float, bool, str, type(None)))
+SCALAR_TYPES = frozenset((int, float, bool, str, type(None)))   # arguments signed by type and value
 
 
 @contextmanager
@@ -42,7 +42,7 @@ def checked() -> bool:
 def reads_values(tensor) -> bool:
     """Whether a kernel handed `tensor` checks argument contents (yes for anything not a device tensor,
     so a missing or host argument meets the checks that name it)."""
-    return _checked.get() or _CHECKED_ENV or getattr(tensor, "is_cpu", True)
+    return checked() or getattr(tensor, "is_cpu", True)
 
 
 def signature(a: Any) -> tuple:
@@ -53,7 +53,7 @@ def signature(a: Any) -> tuple:
     kind = type(a)
     if kind is Tensor:
         return a.shape, a.dtype, a.device
-    if kind in _SCALARS:
+    if kind in SCALAR_TYPES:
         return kind, a
     if kind is list or kind is tuple:
         return (kind, *map(signature, a))

@@ -21,12 +21,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-IGNORED = frozenset((
-    "view", "_unsafe_view", "reshape", "expand", "as_strided", "slice", "select", "unsqueeze", "squeeze",
-    "permute", "t", "transpose", "alias", "detach", "lift_fresh", "empty", "empty_like", "new_empty",
-    "empty_strided", "unbind", "split", "split_with_sizes", "chunk", "narrow", "diagonal", "unfold",
-    "view_as_real", "view_as_complex", "_reshape_alias",
-))
+from specverify.kernels.triton.prepared import METADATA_OPS as IGNORED   # the ops that launch nothing
 
 
 class _Recorder(TorchDispatchMode):

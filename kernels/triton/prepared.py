@@ -34,21 +34,21 @@ from typing import Any, Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from specverify.kernels.checks import checked
+from specverify.kernels.checks import SCALAR_TYPES, checked
 from specverify.kernels.triton import launch as launching
 from specverify.kernels.triton import workspace
 
 ENABLED = os.environ.get("SPECVERIFY_PREPARED", "1") != "0"
 RECIPES_LIMIT = 1024            # signatures kept per wrapper before its recipes start over
-_SCALARS = frozenset((int, float, bool, str, type(None)))
 UNPREPARED = object()           # a signature whose calls go through the wrapper
 SEEN = object()                 # a signature called once: its next call makes the recipe
-# aten ops that only make or reshape tensor metadata (or allocate): allowed while a recipe is made
+# aten ops that only make or reshape tensor metadata (or allocate): they launch nothing on a device, so
+# they are allowed while a recipe is made (and tests/dispatch_count.py does not count them as launches)
 METADATA_OPS = frozenset((
     "view", "_unsafe_view", "reshape", "expand", "as_strided", "slice", "select", "unsqueeze", "squeeze",
-    "permute", "t", "transpose", "alias", "detach", "empty", "empty_like", "new_empty", "empty_strided",
-    "unbind", "split", "split_with_sizes", "chunk", "narrow", "diagonal", "unfold", "_reshape_alias",
-    "lift_fresh",
+    "permute", "t", "transpose", "alias", "detach", "lift_fresh", "empty", "empty_like", "new_empty",
+    "empty_strided", "unbind", "split", "split_with_sizes", "chunk", "narrow", "diagonal", "unfold",
+    "view_as_real", "view_as_complex", "_reshape_alias",
 ))
 
 
@@ -170,7 +170,7 @@ def signature(kwargs: dict[str, Any]) -> tuple | None:
             if not v.is_cuda:
                 return None
             parts.append((name, v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15))
-        elif kind in _SCALARS:
+        elif kind in SCALAR_TYPES:
             parts.append((name, kind, v))
         else:
             return None
