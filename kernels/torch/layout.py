@@ -19,20 +19,32 @@ WARM_IOTA = 1 << 16                        # the arange `warm_up` makes per inde
 _IOTAS: dict = {}
 
 
-def iota(n: int, like: torch.Tensor, dtype: torch.dtype = torch.long) -> torch.Tensor:
-    """0, 1, ..., n-1 on `like`'s device: a read-only view of a cached arange (no launch once cached).
-    The cache grows outside CUDA-graph capture only (a capture after a warm-up call of the same sizes
-    finds it big enough; one that does not gets a fresh arange, launched inside the graph). Never write
-    into the result."""
+def capturing(like: torch.Tensor) -> bool:
+    """Whether a CUDA graph is being captured on `like`'s device's current stream (never on the CPU)."""
+    return like.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
+def cached_run(cache: dict, n: int, like: torch.Tensor, dtype: torch.dtype, make) -> torch.Tensor:
+    """The first n elements of the run `make(size, device=, dtype=)` (torch.arange, torch.zeros) cached in
+    `cache` per (device, dtype): grown (at least doubled, at least 4096) outside CUDA-graph capture only;
+    a capture that finds it too short gets a fresh run of n, made inside the graph. A replaced run stays
+    referenced by the views handed out earlier."""
     key = (like.device, dtype)
-    cached = _IOTAS.get(key)
+    cached = cache.get(key)
     if cached is None or cached.numel() < n:
-        if like.is_cuda and torch.cuda.is_current_stream_capturing():
-            return torch.arange(n, device=like.device, dtype=dtype)
+        if capturing(like):
+            return make(n, device=like.device, dtype=dtype)
         size = max(n, 2 * (0 if cached is None else cached.numel()), 4096)
-        cached = torch.arange(size, device=like.device, dtype=dtype)
-        _IOTAS[key] = cached   # a replaced arange stays referenced by the views handed out earlier
+        cached = make(size, device=like.device, dtype=dtype)
+        cache[key] = cached
     return cached[:n]
+
+
+def iota(n: int, like: torch.Tensor, dtype: torch.dtype = torch.long) -> torch.Tensor:
+    """0, 1, ..., n-1 on `like`'s device: a read-only view of a cached arange (no launch once cached; see
+    `cached_run`: a capture after a warm-up call of the same sizes finds it big enough). Never write into
+    the result."""
+    return cached_run(_IOTAS, n, like, dtype, torch.arange)
 
 
 def low_bits(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -70,18 +82,9 @@ def iota_value(n: int, like: torch.Tensor) -> torch.Tensor:
 
 
 def zeros(n: int, like: torch.Tensor, dtype: torch.dtype = torch.long) -> torch.Tensor:
-    """n zeros on `like`'s device: a read-only view of a cached run (cached and grown like `iota`), a
-    contiguous operand where an expanded 0-dim scalar would be strided (a `cat` of strided inputs is a
-    copy per input on CUDA)."""
-    key = (like.device, dtype)
-    cached = _ZEROS.get(key)
-    if cached is None or cached.numel() < n:
-        if like.is_cuda and torch.cuda.is_current_stream_capturing():
-            return torch.zeros(n, device=like.device, dtype=dtype)
-        cached = torch.zeros(max(n, 2 * (0 if cached is None else cached.numel()), 4096), device=like.device,
-                             dtype=dtype)
-        _ZEROS[key] = cached
-    return cached[:n]
+    """n zeros on `like`'s device: a read-only view of a cached run (`cached_run`), a contiguous operand
+    where an expanded 0-dim scalar would be strided (a `cat` of strided inputs is a copy per input on CUDA)."""
+    return cached_run(_ZEROS, n, like, dtype, torch.zeros)
 
 
 _ZEROS: dict = {}
@@ -100,7 +103,7 @@ def scalar(value: int | float, like: torch.Tensor, dtype: torch.dtype = torch.lo
     cached = _SCALARS.get(key)
     if cached is None:
         cached = torch.full((), value, device=like.device, dtype=dtype)
-        if not (like.is_cuda and torch.cuda.is_current_stream_capturing()):
+        if not capturing(like):
             _SCALARS[key] = cached
     return cached
 
@@ -123,17 +126,18 @@ def constant(name: str, like: torch.Tensor) -> torch.Tensor:
     cached = _CONSTANTS.get(key)
     if cached is None:
         cached = CONSTANTS[name](like.device)
-        if not (like.is_cuda and torch.cuda.is_current_stream_capturing()):
+        if not capturing(like):
             _CONSTANTS[key] = cached
     return cached
 
 
 def warm_up(device: torch.device | str) -> None:
     """Make every cached constant our Torch kernels use on `device`: the arange of each index dtype up
-    to `WARM_IOTA` and as many zeros, every `SCALARS` value in every index and float dtype, every `CONSTANTS` table. Call it
-    outside CUDA-graph capture, before the first call on the device; it is idempotent."""
+    to `WARM_IOTA` and as many zeros, every `SCALARS` value in every index and float dtype, every
+    `CONSTANTS` table. Call it outside CUDA-graph capture, before the first call on the device; it is
+    idempotent."""
     like = torch.empty(0, device=device)
-    if like.is_cuda and torch.cuda.is_current_stream_capturing():
+    if capturing(like):
         raise RuntimeError("warm_up: must not run during CUDA-graph capture (it makes the cached constants)")
     for dtype in INDEX_DTYPES:
         iota(WARM_IOTA, like, dtype)
