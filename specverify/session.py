@@ -5,7 +5,8 @@ functions handed over directly), or a worker process (`isolate`, and always for 
 with a time limit per call and per target. A target's checks run in their registered order (the corpus
 first) and every one runs even when another failed (unless the plan's `first_failure` stops them at the
 first that fails). With waivers, a check a skip waiver names is never launched (no worker starts when
-every check of a target is skipped), and failures an expect-fail waiver covers come back as "xfailed". Every outcome names the implementation's module fingerprint.
+every check of a target is skipped), and failures an expect-fail waiver covers come back as "xfailed".
+Every outcome names the implementation's module fingerprint.
 
 Everything a run does besides choosing its targets is one `RunPlan`, built once (`RunPlan.build`) by each
 front end from the profile and its overrides; the cases a search finds go to the plan's findings folder,
