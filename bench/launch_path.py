@@ -1,17 +1,22 @@
-"""Host cost per call of the Triton wrappers: plain `kernel[grid]` launches against the kept-kernel path.
+"""Where the host time of a Triton stage's call goes, piece by piece (CUDA).
 
 Run on a CUDA machine from the repository root:
 
-    PYTHONPATH=. OUT=/some/dir python bench/launch_path.py [--calls 2000] [--rounds 5]
+    PYTHONPATH=. OUT=/some/dir python bench/launch_path.py [--calls 2000] [--rounds 7] [--batch 1 1024]
 
-Host time per call is time.perf_counter around `calls` calls with no synchronization inside the loop (one
-synchronization after it), the median of `rounds` rounds (`specverify.bench.timing.host_us`), for: an empty
-Triton kernel through `kernel[grid]` (the baseline) and through the launcher; each stage with a Triton
-implementation, on its worked example (`Stage.worked`; host cost hardly depends on sizes) three ways: `old`
-(plain `kernel[grid]` launches and the argument checks run in full, as before the launcher), `plain` (plain
-launches, memoized checks) and `lean` (the launcher and memoized checks). The plain and lean paths must write
-byte-equal outputs. Writes $OUT/launch_path.json and prints a table (ratios to the empty kernel through
-`kernel[grid]`, E); `target` is lean <= E + 2 us.
+Each piece is timed as `specverify bench` times a call (`timing.host_us`: `calls` calls with no
+synchronization inside the loop, one after it, the median of `rounds` loops), on the stage's bench input
+(`Stage.bench`, vocabulary V = 151936 where the stage reads one):
+
+- `floor`: an empty Triton kernel launched as `kernel[(1,)]()` (the bench's launch floor), and `floor_run`:
+  its kept launcher (`CompiledKernel.run`) called with ints, the least a Python launch costs;
+- `call`: the stage's Triton wrapper as a user calls it (a prepared call: the recipe replayed);
+- `lean`: the same with recipes off (`prepared.ENABLED = False`): the argument checks and `launch.launch`;
+- `signature`: the recipe key alone (`prepared.signature`);
+- `replay`: the recipe's replay alone (scratch allocated, addresses filled in, launchers called);
+- `run`: the recipe's launchers alone, on argument lists filled in beforehand.
+
+The call and lean paths must leave byte-equal arenas. Writes $OUT/launch_path.json and prints a table.
 """
 from __future__ import annotations
 
@@ -20,37 +25,19 @@ import importlib
 import json
 import os
 import sys
-from contextlib import contextmanager
 
 import numpy as np
 import torch
 import triton
-import triton.language as tl
 
 from specverify.bench import timing
-from specverify.kernels.triton import launch as launch_module
-from specverify.kernels.triton.launch import Launcher, plain_launch
+from specverify.kernels.triton import launch as launching
+from specverify.kernels.triton import prepared
 from specverify.materialize import Bound, plan
 from specverify.registry import all_stages
+from specverify.bench.run import reads_vocab
 
-SLACK_US = 2.0
-
-
-@triton.jit
-def empty_kernel(x_ptr, n, BLOCK: tl.constexpr):
-    pass
-
-
-@contextmanager
-def full_checks(impl):
-    """Run the argument checks of `impl`'s module unmemoized inside the block."""
-    module = sys.modules[impl.__module__]
-    memoized = module.validate
-    module.validate = lambda check, *args, values: check(*args, values=values)
-    try:
-        yield
-    finally:
-        module.validate = memoized
+VOCAB = 151936
 
 
 def implementation(stage):
@@ -58,17 +45,7 @@ def implementation(stage):
     return getattr(importlib.import_module(module), name)
 
 
-def wrappers():
-    """(stage name, Triton implementation, plan, arena) for each stage with a Triton implementation."""
-    found = []
-    for stage in all_stages().values():
-        if "triton" in stage.impls and stage.worked is not None:
-            call_plan, arena = plan(stage, stage.worked())
-            found.append((stage.name, implementation(stage), call_plan, arena))
-    return found
-
-
-def run_once(impl, call_plan, arena) -> np.ndarray:
+def arena_after(impl, call_plan, arena) -> np.ndarray:
     """The arena after one call on a fresh copy of it (device slots read back)."""
     bound = Bound(call_plan, arena.copy(), "torch", "cuda")
     impl(**bound.kwargs)
@@ -77,61 +54,113 @@ def run_once(impl, call_plan, arena) -> np.ndarray:
     return bound.arena
 
 
+def recipe_of(wrapper, kwargs):
+    """The recipe the prepared `wrapper` keeps for these arguments (None: it has none)."""
+    store = getattr(wrapper, "recipes", None)
+    if store is None:
+        return None
+    found = store.get((launching.driver.active.get_current_device(), prepared.signature(kwargs)))
+    return found if isinstance(found, prepared.Recipe) else None
+
+
+def filled_runs(recipe, kwargs, stream):
+    """The recipe's launcher calls as (run, args) with every address filled in (one scratch set kept)."""
+    temps = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in recipe.scratch]
+    runs = []
+    for run, function, packed, grid, template, slots, _, _ in recipe.steps:
+        args = list(template)
+        for i, is_scratch, source, offset in slots:
+            args[i] = (temps[source] if is_scratch else kwargs[source]).data_ptr() + offset
+        runs.append((run, (grid[0], grid[1], grid[2], stream, function, packed, None, None, None, *args)))
+    return runs, temps
+
+
+def pieces(stage, batch: int, settings) -> dict:
+    impl = implementation(stage)
+    wrapper = getattr(impl, "__wrapped__", None) and impl
+    example = stage.bench(batch, VOCAB, np.random.default_rng([0, batch]))
+    call_plan, arena = plan(stage, example)
+    bound = Bound(call_plan, arena.copy(), "torch", "cuda")
+    kwargs = bound.kwargs
+    for _ in range(3):
+        impl(**kwargs)
+    torch.cuda.synchronize()
+    row: dict = {"stage": stage.name, "B": batch}
+    row["call_us"] = timing.host_us(lambda: impl(**kwargs), "cuda", settings)
+    prepared.ENABLED = False
+    try:
+        row["lean_us"] = timing.host_us(lambda: impl(**kwargs), "cuda", settings)
+        lean_bytes = arena_after(impl, call_plan, arena)
+    finally:
+        prepared.ENABLED = True
+    row["byte_equal"] = bool(np.array_equal(lean_bytes, arena_after(impl, call_plan, arena)))
+    row["signature_us"] = timing.host_us(lambda: prepared.signature(kwargs), "cuda", settings)
+    recipe = recipe_of(wrapper, kwargs) if wrapper else None
+    row["prepared"] = recipe is not None
+    if recipe is not None:
+        stream = launching.driver.active.get_current_stream(launching.driver.active.get_current_device())
+        row["launches"], row["scratch"] = len(recipe.steps), len(recipe.scratch)
+        row["arguments"] = [len(step[4]) for step in recipe.steps]
+        row["replay_us"] = timing.host_us(lambda: recipe.replay(kwargs, stream), "cuda", settings)
+        runs, temps = filled_runs(recipe, kwargs, stream)
+
+        def run_all():
+            for run, args in runs:
+                run(*args)
+
+        row["run_us"] = timing.host_us(run_all, "cuda", settings)
+        del temps
+    torch.cuda.synchronize()
+    return row
+
+
+def floors(settings) -> dict:
+    kernel = timing.empty_kernel()
+    compiled = kernel[(1,)]()
+    torch.cuda.synchronize()
+    found = {"floor_us": timing.host_us(lambda: kernel[(1,)](), "cuda", settings)}
+    stream = launching.driver.active.get_current_stream(launching.driver.active.get_current_device())
+    run, function, packed = compiled.run, compiled.function, compiled.packed_metadata
+    found["floor_run_us"] = timing.host_us(lambda: run(1, 1, 1, stream, function, packed, None, None, None),
+                                           "cuda", settings)
+    found["empty_python_call_us"] = timing.host_us(lambda: None, "cuda", settings)
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--batch", type=int, nargs="+", default=[1, 1024])
+    parser.add_argument("--stage", nargs="*", default=None)
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("launch_path: no CUDA device; nothing measured", file=sys.stderr)
         return 2
     out = os.environ.get("OUT", ".")
     settings = timing.Settings(calls=args.calls, repeat=args.rounds)
-    x = torch.zeros(16, dtype=torch.int32, device="cuda")
-    lean_empty = Launcher(empty_kernel)
-    for _ in range(3):
-        empty_kernel[(1,)](x, 7, BLOCK=16)
-        lean_empty[(1,)](x, 7, BLOCK=16)
-    empty = timing.host_us(lambda: empty_kernel[(1,)](x, 7, BLOCK=16), "cuda", settings)
-    empty_lean = timing.host_us(lambda: lean_empty[(1,)](x, 7, BLOCK=16), "cuda", settings)
-    rows = []
-    for name, impl, call_plan, arena in wrappers():
-        with plain_launch():
-            plain_bytes = run_once(impl, call_plan, arena)
-        run_once(impl, call_plan, arena)                 # the first launcher call keeps the compiled kernels
-        lean_bytes = run_once(impl, call_plan, arena)    # this one goes through them
-        bound = Bound(call_plan, arena.copy(), "torch", "cuda")
-        call = lambda: impl(**bound.kwargs)              # noqa: E731
-        with plain_launch(), full_checks(impl):
-            call()
-            old = timing.host_us(call, "cuda", settings)
-        with plain_launch():
-            call()
-            plain = timing.host_us(call, "cuda", settings)
-        call()
-        lean = timing.host_us(call, "cuda", settings)
-        rows.append({"stage": name, "old_us": old, "plain_us": plain, "lean_us": lean, "old_ratio": old / empty,
-                     "plain_ratio": plain / empty, "lean_ratio": lean / empty, "lean_minus_empty_us": lean - empty,
-                     "target": lean <= empty + SLACK_US, "byte_equal": bool(np.array_equal(plain_bytes, lean_bytes))})
-    declined = sorted(getattr(k, "__name__", str(k)) for k, v in launch_module._kernels.items() if v is None)
-    kept = {getattr(k, "__name__", str(k)): len(v.launches) for k, v in launch_module._kernels.items() if v is not None}
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-              "python": sys.version.split()[0], "calls": args.calls, "rounds": args.rounds,
-              "empty_plain_us": empty, "empty_lean_us": empty_lean, "slack_us": SLACK_US, "wrappers": rows,
-              "declined": declined, "kept": kept}
+              "python": sys.version.split()[0], "calls": args.calls, "rounds": args.rounds, **floors(settings)}
+    rows = []
+    for stage in all_stages().values():
+        if "triton" not in stage.impls or stage.bench is None or (args.stage and stage.name not in args.stage):
+            continue
+        for batch in args.batch if not reads_vocab(stage) else args.batch[:1]:
+            rows.append(pieces(stage, batch, settings))
+            print(json.dumps(rows[-1]), flush=True)
+    result["rows"] = rows
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "launch_path.json"), "w") as f:
+    with open(os.path.join(out, "launch_path.json.tmp"), "w") as f:
         json.dump(result, f, indent=1)
+    os.replace(os.path.join(out, "launch_path.json.tmp"), os.path.join(out, "launch_path.json"))
     print(f"{result['device']}, torch {torch.__version__}, triton {triton.__version__}, {args.calls} calls x "
-          f"{args.rounds} rounds (median)")
-    print(f"empty kernel: kernel[grid] {empty:.2f} us, launcher {empty_lean:.2f} us ({empty_lean / empty:.2f}x)")
-    print(f"{'stage':34} {'old us':>8} {'plain us':>9} {'lean us':>8} {'old/E':>6} {'lean/E':>7} {'lean-E':>7} "
-          "target bytes")
+          f"{args.rounds} rounds (median); floor kernel[grid] {result['floor_us']:.2f} us, its launcher "
+          f"{result['floor_run_us']:.2f} us, an empty Python call {result['empty_python_call_us']:.2f} us")
+    print(f"{'stage':34} {'B':>5} {'call':>7} {'lean':>7} {'sig':>6} {'replay':>7} {'run':>6} launches args")
     for r in rows:
-        print(f"{r['stage']:34} {r['old_us']:8.2f} {r['plain_us']:9.2f} {r['lean_us']:8.2f} {r['old_ratio']:6.2f} "
-              f"{r['lean_ratio']:7.2f} {r['lean_minus_empty_us']:7.2f} {'met' if r['target'] else 'MISSED':6} "
-              f"{'equal' if r['byte_equal'] else 'DIFFER'}")
-    print(f"kernels on the fast path: {kept}; declined (plain launches): {declined or 'none'}")
+        print(f"{r['stage']:34} {r['B']:5} {r['call_us']:7.2f} {r['lean_us']:7.2f} {r['signature_us']:6.2f} "
+              f"{r.get('replay_us', float('nan')):7.2f} {r.get('run_us', float('nan')):6.2f} "
+              f"{r.get('launches', '-')} {r.get('arguments', '-')}{'' if r['byte_equal'] else ' DIFFER'}")
     return 0 if all(r["byte_equal"] for r in rows) else 1
 
 
