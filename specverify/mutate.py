@@ -14,8 +14,8 @@ headline, the examples its search drew until the first failure, the shrunk case 
 `out` folder), "timed out" (the per-call limit fired, or the deadline), "crashed" (the worker died: a
 signal, an exit, a broken protocol), "survived" (every check passed), and counted apart: "does not import"
 (the worker could not load it), "does not compile" (Triton refused it: a CompilationError, or under the
-interpreter an InterpreterError wrapping a TypeError/ValueError/... of the language), "error" (the check
-process itself broke). A survivor the vendor's equivalence file (`load_equivalent`) names is "judged
+interpreter an InterpreterError wrapping a TypeError/ValueError/... of the language, NumPy's run-time
+array-to-scalar conversion excepted), "error" (the check process itself broke). A survivor the vendor's equivalence file (`load_equivalent`) names is "judged
 equivalent" and left out of the kill rate: (killed + timed out + crashed) / (those + other survivors).
 """
 from __future__ import annotations
@@ -56,6 +56,9 @@ CRASH_KINDS = ("signal", "exit", "lost")
 COMPILE = re.compile(r"\b(CompilationError|CompileTimeAssertionFailure|UnsupportedLanguageConstruct)\b|"
                      r"InterpreterError: (TypeError|ValueError|NotImplementedError|AssertionError|AttributeError|"
                      r"NameError)\b")
+# ... but not NumPy's array-to-scalar conversion, which some interpreter versions (Triton 3.6 with NumPy 2)
+# raise at run time for a store or a loop over lanes a mutant let out of range: that is a kill
+RUNTIME_IN_INTERPRETER = re.compile(r"arrays? can be converted to Python scalars")
 OUTPUT_TAIL = 2000         # characters of a check process's output kept when it broke
 
 
@@ -303,7 +306,7 @@ def judge(finished: Finished, deadline: float | None) -> tuple[str, dict | None,
         return "does not import", failing, headline
     if kind in CRASH_KINDS:
         return "crashed", failing, headline
-    if kind == "raised" and COMPILE.search(headline):
+    if kind == "raised" and COMPILE.search(headline) and not RUNTIME_IN_INTERPRETER.search(headline):
         return "does not compile", failing, headline
     return "killed", failing, headline
 

@@ -133,6 +133,9 @@ def finished(outcome: dict | None, status: int | None = 1, output: str = "") -> 
       "headline": "x raised CompilationError: at 3:4: unsupported"}, "does not compile"),
     ({"check": "valid", "status": "failed", "kind": "raised",
       "headline": "x raised InterpreterError: ValueError('arange's range must be a power of 2')"}, "does not compile"),
+    ({"check": "valid", "status": "failed", "kind": "raised",   # Triton 3.6's interpreter, a store let out of range
+      "headline": "x raised InterpreterError: TypeError('only 0-dimensional arrays can be converted to Python "
+                  "scalars')"}, "killed"),
     ({"check": "valid", "status": "error", "headline": "the valid check broke"}, "error"),
     ({"check": "valid", "status": "xfailed", "kind": "wrong"}, "survived"),
 ])
