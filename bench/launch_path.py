@@ -8,11 +8,13 @@ Each piece is timed as `specverify bench` times a call (`timing.host_us`: `calls
 synchronization inside the loop, one after it, the median of `rounds` loops), on the stage's bench input
 (`Stage.bench`, vocabulary V = 151936 where the stage reads one):
 
-- `floor`: an empty Triton kernel launched as `kernel[(1,)]()` (the bench's launch floor), and `floor_run`:
-  its kept launcher (`CompiledKernel.run`) called with ints, the least a Python launch costs;
+- `floor`: an empty Triton kernel launched as `kernel[(1,)]()` (the bench's launch floor), `floor_run`:
+  its kept launcher (`CompiledKernel.run`) called with ints, and on Triton 3.6 `floor_c_launch`: the C
+  launch under that launcher's Python `__call__`;
 - `call`: the stage's Triton wrapper as a user calls it (a prepared call: the recipe replayed);
 - `lean`: the same with recipes off (`prepared.ENABLED = False`): the argument checks and `launch.launch`;
-- `signature`: the recipe key alone (`prepared.signature`);
+- `signature`: the recipe key alone (`prepared.signature`), and `guard`: the recipe's guard alone
+  (`prepared.Guard.fits`, what a call tries before it builds the key);
 - `replay`: the recipe's replay alone (scratch allocated, addresses filled in, launchers called);
 - `run`: the recipe's launchers alone, on argument lists filled in beforehand.
 
@@ -66,11 +68,14 @@ def recipe_of(wrapper, kwargs):
 def filled_runs(recipe, kwargs, stream):
     """The recipe's launcher calls as (run, args) with every address filled in (one scratch set kept)."""
     temps = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in recipe.scratch]
+    tensors = prepared.tensors_of(kwargs)
     runs = []
-    for run, function, packed, grid, template, slots, _, _ in recipe.steps:
+    for run, function, packed, grid, template, from_args, from_scratch, _, _ in recipe.steps:
         args = list(template)
-        for i, is_scratch, source, offset in slots:
-            args[i] = (temps[source] if is_scratch else kwargs[source]).data_ptr() + offset
+        for i, position, offset in from_args:
+            args[i] = tensors[position].data_ptr() + offset
+        for i, index, offset in from_scratch:
+            args[i] = temps[index].data_ptr() + offset
         runs.append((run, (grid[0], grid[1], grid[2], stream, function, packed, None, None, None, *args)))
     return runs, temps
 
@@ -101,7 +106,13 @@ def pieces(stage, batch: int, settings) -> dict:
         stream = launching.driver.active.get_current_stream(launching.driver.active.get_current_device())
         row["launches"], row["scratch"] = len(recipe.steps), len(recipe.scratch)
         row["arguments"] = [len(step[4]) for step in recipe.steps]
-        row["replay_us"] = timing.host_us(lambda: recipe.replay(kwargs, stream), "cuda", settings)
+        tensors = prepared.tensors_of(kwargs)
+        row["replay_us"] = timing.host_us(lambda: recipe.replay(tensors, stream), "cuda", settings)
+        entry = prepared.guard(kwargs, prepared.current_device(), recipe)
+        if entry is not None:
+            values = tuple(kwargs.values())
+            device = prepared.current_device()
+            row["guard_us"] = timing.host_us(lambda: entry.fits(kwargs, values, device), "cuda", settings)
         runs, temps = filled_runs(recipe, kwargs, stream)
 
         def run_all():
@@ -124,6 +135,14 @@ def floors(settings) -> dict:
     found["floor_run_us"] = timing.host_us(lambda: run(1, 1, 1, stream, function, packed, None, None, None),
                                            "cuda", settings)
     found["empty_python_call_us"] = timing.host_us(lambda: None, "cuda", settings)
+    launcher = compiled.run
+    if triton.__version__.startswith("3.6") and type(launcher).__name__ == "CudaLauncher":
+        # Triton 3.6's C launch under its Python CudaLauncher.__call__ (that version's argument layout)
+        direct = (1, 1, 1, stream, function, launcher.launch_cooperative_grid, launcher.launch_pdl, packed, None,
+                  None, None, None, None, launcher.arg_annotations, launcher.kernel_signature, ())
+        launcher.launch(*direct)
+        torch.cuda.synchronize()
+        found["floor_c_launch_us"] = timing.host_us(lambda: launcher.launch(*direct), "cuda", settings)
     return found
 
 
@@ -155,10 +174,12 @@ def main() -> int:
     os.replace(os.path.join(out, "launch_path.json.tmp"), os.path.join(out, "launch_path.json"))
     print(f"{result['device']}, torch {torch.__version__}, triton {triton.__version__}, {args.calls} calls x "
           f"{args.rounds} rounds (median); floor kernel[grid] {result['floor_us']:.2f} us, its launcher "
-          f"{result['floor_run_us']:.2f} us, an empty Python call {result['empty_python_call_us']:.2f} us")
-    print(f"{'stage':34} {'B':>5} {'call':>7} {'lean':>7} {'sig':>6} {'replay':>7} {'run':>6} launches args")
+          f"{result['floor_run_us']:.2f} us (its C launch {result.get('floor_c_launch_us', float('nan')):.2f} us), an empty Python call {result['empty_python_call_us']:.2f} us")
+    print(f"{'stage':34} {'B':>5} {'call':>7} {'lean':>7} {'sig':>6} {'guard':>6} {'replay':>7} {'run':>6} "
+          "launches args")
     for r in rows:
         print(f"{r['stage']:34} {r['B']:5} {r['call_us']:7.2f} {r['lean_us']:7.2f} {r['signature_us']:6.2f} "
+              f"{r.get('guard_us', float('nan')):6.2f} "
               f"{r.get('replay_us', float('nan')):7.2f} {r.get('run_us', float('nan')):6.2f} "
               f"{r.get('launches', '-')} {r.get('arguments', '-')}{'' if r['byte_equal'] else ' DIFFER'}")
     return 0 if all(r["byte_equal"] for r in rows) else 1

@@ -52,7 +52,7 @@ def test_a_recipe_fills_each_address_from_its_source_on_every_call():
     scratch = torch.empty(5, dtype=torch.int64)
     recipe, compiled = recorded({"a": a, "b": b, "n": 7}, [a, 7, b[1:, 2:], scratch[2:], 16], [scratch])
     a2, b2 = torch.zeros(8, dtype=torch.int64), torch.zeros((4, 6), dtype=torch.int32)
-    recipe.replay({"a": a2, "b": b2, "n": 7}, stream=11)
+    assert recipe.replay(prepared.tensors_of({"a": a2, "b": b2, "n": 7}), stream=11)
     (call,) = compiled.calls
     assert call[:7] == (3, 1, 1, 11, "function", "packed", None)
     args = call[9:]
@@ -65,8 +65,41 @@ def test_a_kept_workspace_is_passed_by_its_address():
     keys, counts = workspace.workspace(torch.device("cpu"), 4)
     out = torch.zeros(4, dtype=torch.int64)
     recipe, compiled = recorded({"out": out}, [out, keys, counts])
-    recipe.replay({"out": out}, stream=0)
+    assert recipe.replay([out], stream=0)
     assert compiled.calls[0][9:] == (out.data_ptr(), keys.data_ptr(), counts.data_ptr())
+
+
+def test_a_recipe_launches_nothing_for_an_address_of_another_residue_mod_16():
+    arena = torch.zeros(64, dtype=torch.int32)
+    recipe, compiled = recorded({"x": arena[:16]}, [arena[:16]])
+    assert not recipe.replay([arena[1:17]], stream=0)            # 4 bytes off: Triton specializes it otherwise
+    assert recipe.replay([arena[4:20]], stream=0)                # 16 bytes off: the same residue
+    assert compiled.calls[0][9] == arena[4:20].data_ptr() and len(compiled.calls) == 1
+
+
+@pytest.mark.skipif(prepared.TensorGuards is None, reason="this torch has no C++ tensor guard")
+def test_a_guard_fits_only_a_call_with_the_recipes_signature():
+    x, y = torch.zeros((4, 6), dtype=torch.int32), torch.zeros(8, dtype=torch.int64)
+    made = {"x": x, "n": 3, "ratio": 0.0, "y": y, "layout": None}
+    entry = prepared.guard(made, 0, recipe=None)
+
+    def fits(device=0, **changed):
+        kwargs = {**made, **changed}
+        return entry.fits(kwargs, tuple(kwargs.values()), device)
+
+    assert fits() == (x, y)
+    assert fits(x=torch.ones((4, 6), dtype=torch.int32)) is not None           # other tensors, same metadata
+    for changed in [dict(x=torch.zeros((4, 7), dtype=torch.int32)), dict(x=torch.zeros((4, 6))),
+                    dict(x=torch.zeros((6, 4), dtype=torch.int32).t()), dict(y=torch.zeros(16, dtype=torch.int64)[::2]),
+                    dict(n=4), dict(n=3.0), dict(n=True), dict(ratio=-0.0), dict(layout=0), dict(y=None)]:
+        assert fits(**changed) is None, changed
+    assert fits(device=1) is None
+    reordered = {"n": 3, "x": x, "ratio": 0.0, "y": y, "layout": None}
+    assert entry.fits(reordered, tuple(reordered.values()), 0) is None
+
+
+def test_a_float_scalar_is_signed_by_its_bits():
+    assert prepared.signature({"r": 0.0}) != prepared.signature({"r": -0.0})
 
 
 @pytest.mark.parametrize("why", ["temporary", "ambiguous", "plain launch"])
@@ -111,16 +144,21 @@ def triton_targets():
 def test_replayed_calls_leave_the_bytes_the_contract_requires(stage, monkeypatch):
     module, name = stage.impls["triton"].split(":")
     impl = getattr(importlib.import_module(module), name)
-    impl.recipes.clear()                     # (an earlier test may have called it with the same signature)
+    impl.forget()                            # (an earlier test may have called it with the same signature)
     replays = []
     replay = prepared.Recipe.replay
     monkeypatch.setattr(prepared.Recipe, "replay", lambda self, *a: replays.append(1) or replay(self, *a))
+    signed = []
+    sign = prepared.signature
+    monkeypatch.setattr(prepared, "signature", lambda kwargs: signed.append(1) or sign(kwargs))
     example = stage.worked()
     expected = expect(stage, example)
     caller = InProcess(impl, "torch", "cuda")
     call_plan, arena = plan(stage, example)
-    for i in range(4):                       # compiles; makes the recipe; replays it twice
+    for i in range(5):                       # compiles; makes the recipe; replays it (found by signature, by guard)
         result = caller.call(call_plan, arena.copy())
         failure = judge(stage, example, expected, result, f"{stage.name} call {i + 1}")
         assert failure is None, failure.headline
-    assert len(replays) == (0 if stage.name in UNPREPARED else 2), stage.name
+    assert len(replays) == (0 if stage.name in UNPREPARED else 3), stage.name
+    if stage.name not in UNPREPARED and prepared.TensorGuards is not None:
+        assert len(signed) == 3, f"{stage.name}: the last two calls should be found by the recipe's guard"
