@@ -171,11 +171,20 @@ class Recording:
 
 class Recipe:
     """The launches of one signature's calls (see the module); `residues`: each tensor argument's address
-    mod 16 when it was made."""
+    mod 16 when it was made. `replay` is written for the recipe (`replay_source`): one Python function that
+    reads the addresses, tests their residues, allocates the scratch tensors and calls each launcher with
+    its arguments spelled out, so a replay builds no argument list."""
 
     def __init__(self, steps: list[tuple], scratch: list[tuple], residues: tuple[int, ...]):
         self.steps, self.scratch, self.residues = steps, scratch, residues
         self.kernels = tuple(step[-1] for step in steps)
+        source, names = replay_source(steps, scratch, residues)
+        names["empty"] = torch.empty
+        exec(compile(source, f"<recipe of {', '.join(getattr(k, '__name__', '?') for k in self.kernels)}>", "exec"), names)
+        self.replay = names["replay"]
+        self.replay.__doc__ = "Launch the recipe on the call's tensor arguments (`tensors_of`); False, " \
+            "launching nothing, when an address's residue mod 16 is not the recipe's (Triton would " \
+            "specialize it differently)."
 
     def hooked(self) -> bool:
         """Whether a kernel of the recipe has a pre-run hook now (then the wrapper runs)."""
@@ -184,21 +193,36 @@ class Recipe:
                 return True
         return False
 
-    def replay(self, tensors, stream: int) -> bool:
-        """Launch the recipe on the call's tensor arguments (`tensors_of`); False, launching nothing, when
-        an address's residue mod 16 is not the recipe's (Triton would specialize it differently)."""
-        ptrs = [t.data_ptr() for t in tensors]
-        if functools.reduce(operator.or_, map(operator.sub, ptrs, self.residues), 0) & 15:
-            return False
-        temps = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype, device in self.scratch]
-        for run, function, packed, grid, template, from_args, from_scratch, _, _ in self.steps:
-            args = template.copy()
-            for i, position, offset in from_args:
-                args[i] = ptrs[position] + offset
-            for i, index, offset in from_scratch:
-                args[i] = temps[index].data_ptr() + offset
-            run(grid[0], grid[1], grid[2], stream, function, packed, None, None, None, *args)
-        return True
+
+def replay_source(steps: list[tuple], scratch: list[tuple], residues: tuple[int, ...]) -> tuple[str, dict]:
+    """The source of a recipe's `replay(tensors, stream)` and the names it reads (launchers, kernel
+    handles, constant arguments, scratch shapes)."""
+    names: dict[str, Any] = {}
+
+    def named(value: Any) -> str:
+        name = f"k{len(names)}"
+        names[name] = value
+        return name
+
+    lines = ["def replay(tensors, stream):"]
+    lines += [f"    p{i} = tensors[{i}].data_ptr()" for i in range(len(residues))]
+    if residues:
+        lines.append("    if (" + " | ".join(f"(p{i} - {r})" if r else f"p{i}" for i, r in enumerate(residues))
+                     + ") & 15:")
+        lines.append("        return False")
+    for j, (shape, dtype, device) in enumerate(scratch):
+        lines.append(f"    t{j} = empty({named(shape)}, dtype={named(dtype)}, device={named(device)})")
+        lines.append(f"    s{j} = t{j}.data_ptr()")    # (t{j} lives until every launch is queued)
+    for run, function, packed, grid, template, from_args, from_scratch, _, _ in steps:
+        args = [named(v) for v in template]
+        for i, position, offset in from_args:
+            args[i] = f"p{position} + {offset}" if offset else f"p{position}"
+        for i, index, offset in from_scratch:
+            args[i] = f"s{index} + {offset}" if offset else f"s{index}"
+        lines.append(f"    {named(run)}({grid[0]}, {grid[1]}, {grid[2]}, stream, {named(function)}, {named(packed)}, "
+                     f"None, None, None{''.join(', ' + a for a in args)})")
+    lines.append("    return True")
+    return "\n".join(lines) + "\n", names
 
 
 def picker(positions: list[int]) -> Callable[[tuple], tuple]:
