@@ -8,9 +8,8 @@ Each piece is timed as `specverify bench` times a call (`timing.host_us`: `calls
 synchronization inside the loop, one after it, the median of `rounds` loops), on the stage's bench input
 (`Stage.bench`, vocabulary V = 151936 where the stage reads one):
 
-- `floor`: an empty Triton kernel launched as `kernel[(1,)]()` (the bench's launch floor), `floor_run`:
-  its kept launcher (`CompiledKernel.run`) called with ints, and on Triton 3.6 `floor_c_launch`: the C
-  launch under that launcher's Python `__call__`;
+- `floor`: an empty Triton kernel launched as `kernel[(1,)]()` (the bench's launch floor), and `floor_run`:
+  its kept launcher (`CompiledKernel.run`) called with ints, the least a Python launch costs;
 - `call`: the stage's Triton wrapper as a user calls it (a prepared call: the recipe replayed);
 - `lean`: the same with recipes off (`prepared.ENABLED = False`): the argument checks and `launch.launch`;
 - `signature`: the recipe key alone (`prepared.signature`), and `guard`: the recipe's guard alone
@@ -135,14 +134,6 @@ def floors(settings) -> dict:
     found["floor_run_us"] = timing.host_us(lambda: run(1, 1, 1, stream, function, packed, None, None, None),
                                            "cuda", settings)
     found["empty_python_call_us"] = timing.host_us(lambda: None, "cuda", settings)
-    launcher = compiled.run
-    if triton.__version__.startswith("3.6") and type(launcher).__name__ == "CudaLauncher":
-        # Triton 3.6's C launch under its Python CudaLauncher.__call__ (that version's argument layout)
-        direct = (1, 1, 1, stream, function, launcher.launch_cooperative_grid, launcher.launch_pdl, packed, None,
-                  None, None, None, None, launcher.arg_annotations, launcher.kernel_signature, ())
-        launcher.launch(*direct)
-        torch.cuda.synchronize()
-        found["floor_c_launch_us"] = timing.host_us(lambda: launcher.launch(*direct), "cuda", settings)
     return found
 
 
@@ -174,7 +165,7 @@ def main() -> int:
     os.replace(os.path.join(out, "launch_path.json.tmp"), os.path.join(out, "launch_path.json"))
     print(f"{result['device']}, torch {torch.__version__}, triton {triton.__version__}, {args.calls} calls x "
           f"{args.rounds} rounds (median); floor kernel[grid] {result['floor_us']:.2f} us, its launcher "
-          f"{result['floor_run_us']:.2f} us (its C launch {result.get('floor_c_launch_us', float('nan')):.2f} us), an empty Python call {result['empty_python_call_us']:.2f} us")
+          f"{result['floor_run_us']:.2f} us, an empty Python call {result['empty_python_call_us']:.2f} us")
     print(f"{'stage':34} {'B':>5} {'call':>7} {'lean':>7} {'sig':>6} {'guard':>6} {'replay':>7} {'run':>6} "
           "launches args")
     for r in rows:
