@@ -1,15 +1,15 @@
 """Timing of one implementation's call, made in the process that runs it (the `bench` probe), and the
 references every figure is divided by: the launch floor and the device's copy bandwidth.
 
-On CUDA, per call: the host time (eager calls, no synchronization inside the timed loop, median over
-`repeat` loops), the launches (one call under the torch profiler, between marker kernels:
-`specverify.device.count_launches`) and the device time (a CUDA graph of `calls` calls replayed
-`replays` times, timed with events, median per call; a call that cannot be captured, one taking host
-lists for example, is timed with events around eager calls instead and says so). On the CPU there is
-no device: the device time is the wall time of synchronous calls, with no graph and no launch count. A
-host-timed loop makes `calls` calls, more when a call is short (a loop lasts at least MIN_LOOP_S: host
-stages take microseconds) and fewer when it is long (at most about MAX_LOOP_S: the Triton interpreter
-on the CPU).
+On CUDA, per call: the host time (eager calls, at least CUDA_LOOP_CALLS of them with no synchronization
+inside the timed loop, median over `repeat` loops), the launches (one call under the torch profiler,
+between marker kernels: `specverify.device.count_launches`) and the device time (a CUDA graph of `calls`
+calls replayed `replays` times, timed with events, median per call; a call that cannot be captured, one
+taking host lists for example, is timed with events around eager calls instead and says so). On the CPU
+there is no device: the device time is the wall time of synchronous calls, with no graph and no launch
+count. A host-timed loop makes `calls` calls, more when a call is short (a loop lasts at least MIN_LOOP_S:
+host stages take microseconds) and fewer when it is long (at most about MAX_LOOP_S: the Triton
+interpreter on the CPU).
 """
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ from specverify.device import capture, count_launches, synchronize, warm_up
 MIN_LOOP_S = 0.002      # a host-timed loop lasts at least this long (more calls when a call is short) ...
 MAX_LOOP_S = 0.5        # ... and at most about this long (fewer calls, at least one, when a call is long)
 MAX_LOOP_CALLS = 10000
+CUDA_LOOP_CALLS = 200   # on CUDA a host-timed loop makes at least this many calls (then one sync), as the
+                        # engines' host times we compare with were measured
 
 
 @dataclass(frozen=True)
@@ -49,12 +51,15 @@ class Settings:
 
 
 def loop_calls(call: Callable[[], Any], device: str, calls: int) -> int:
-    """How many calls a host-timed loop makes: `calls`, more when that lasts less than MIN_LOOP_S, fewer
-    (at least one) when it lasts more than MAX_LOOP_S (from the wall time of one synchronous call)."""
+    """How many calls a host-timed loop makes: `calls` (at least CUDA_LOOP_CALLS on CUDA), more when that
+    lasts less than MIN_LOOP_S, fewer (at least one) when it lasts more than MAX_LOOP_S (from the wall time
+    of one synchronous call)."""
     started = time.perf_counter()
     call()
     synchronize(device)
     one = max(time.perf_counter() - started, 1e-9)
+    if device == "cuda":
+        calls = max(calls, CUDA_LOOP_CALLS)
     if calls * one > MAX_LOOP_S:
         return max(1, int(MAX_LOOP_S / one))
     return max(calls, min(MAX_LOOP_CALLS, int(MIN_LOOP_S / one)))
