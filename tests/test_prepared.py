@@ -117,6 +117,42 @@ def test_a_call_that_cannot_be_replayed_gets_no_recipe(why):
     assert recipe is None
 
 
+@pytest.mark.skipif(prepared.TensorGuards is None, reason="this torch has no C++ tensor guard")
+def test_a_prepared_wrapper_runs_twice_then_replays_found_by_signature_then_by_guard(monkeypatch):
+    """The decorator's flow on the CPU (CUDA's queries replaced): the wrapper compiles, then records; the
+    third call finds the recipe by its signature, later ones by its guard; another shape goes back to the
+    wrapper, and an address of another residue mod 16 to the signature (and a recipe of its own)."""
+    compiled, kernel, wrapped = Compiled(), Kernel(), []
+
+    @prepared.prepared
+    def stage(*, x, n):
+        wrapped.append(n)
+        recording = prepared.launching.RECORDER.get()
+        if recording is not None:
+            recording.launched(kernel, (n,), [x, n], (compiled.run, "function", "packed", compiled))
+
+    signed = []
+    on_cpu = lambda kwargs: signed.append(1) or tuple(     # noqa: E731  (prepared.signature without CUDA)
+        (k, v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15) if isinstance(v, torch.Tensor) else (k, v)
+        for k, v in kwargs.items())
+    monkeypatch.setattr(prepared, "signature", on_cpu)
+    monkeypatch.setattr(prepared, "current_device", lambda: 0)
+    monkeypatch.setattr(prepared, "current_stream", lambda device: 5)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    arena = torch.zeros(64, dtype=torch.int32)
+    for i in range(5):
+        stage(x=arena[16 * (i % 2):][:16], n=3)
+    assert wrapped == [3, 3] and len(signed) == 3           # compiled, recorded; by signature, then by guard
+    assert [c[9] for c in compiled.calls] == [arena.data_ptr(), arena[16:].data_ptr(), arena.data_ptr()]
+    stage(x=arena[:8], n=3)                                 # another shape: no recipe yet, the wrapper runs
+    assert wrapped == [3, 3, 3]
+    stage(x=arena[1:17], n=3)                               # fits the guard but not the residue
+    assert wrapped == [3, 3, 3, 3] and len(compiled.calls) == 3
+    stage.forget()
+    stage(x=arena[:16], n=3)
+    assert wrapped == [3, 3, 3, 3, 3]
+
+
 def test_only_cuda_tensors_and_scalars_have_a_signature():
     assert prepared.signature({"x": torch.zeros(3), "n": 1}) is None               # a CPU tensor: checked
     assert prepared.signature({"ids": [1, 2]}) is None                               # a host list

@@ -335,15 +335,13 @@ def prepared(wrapper: Callable[..., Any]) -> Callable[..., Any]:
                 tensors = entry.fits(kwargs, values, device)
                 if tensors is not None:
                     if replayed(entry.recipe, tensors, device):
-                        if entry is not hot[0]:
-                            hot.remove(entry)
-                            hot.insert(0, entry)
+                        promote(entry)
                         return None
                     break
         key = signature(kwargs)
         if key is None:
             return wrapper(**kwargs)
-        device = launching.driver.active.get_current_device()
+        device = current_device()
         key = (device, key)
         recipe = recipes.get(key)
         if type(recipe) is Recipe:
@@ -351,10 +349,7 @@ def prepared(wrapper: Callable[..., Any]) -> Callable[..., Any]:
                 return wrapper(**kwargs)
             entry = guards.get(key)
             if entry is not None:
-                if entry in hot:
-                    hot.remove(entry)
-                hot.insert(0, entry)
-                del hot[HOT:]
+                promote(entry)
             return None
         if recipe is UNPREPARED or hooks_set():
             return wrapper(**kwargs)
@@ -378,6 +373,17 @@ def prepared(wrapper: Callable[..., Any]) -> Callable[..., Any]:
             if entry is not None:
                 guards[key] = entry
         return returned
+
+    def promote(entry: Guard) -> None:
+        """Put `entry` first among the hot guards (keeping HOT of them)."""
+        if hot and hot[0] is entry:
+            return
+        try:
+            hot.remove(entry)
+        except ValueError:          # not hot (or another thread moved it)
+            pass
+        hot.insert(0, entry)
+        del hot[HOT:]
 
     def forget() -> None:
         """Drop every recipe (the next calls of each signature make them again)."""
