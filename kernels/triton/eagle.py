@@ -15,6 +15,7 @@ ROWS = 128          # rows per program for the one-lane-per-row kernels
 INT32_MAX = 2**31 - 1
 BLOCK_ROWS = 32     # most rows per program of a [rows, columns] tile (B = 1024: 32 programs or more)
 ROW_TILE = 1024     # elements of such a tile
+COPY_ROWS = 4       # requests per program of copy_and_expand_inputs (a tile of 4 x 64 output slots)
 
 
 def launch(kernel, programs: int, *args, **meta) -> None:
@@ -230,36 +231,40 @@ def prepare_inputs(*, query_start_loc, seq_lens, num_draft_tokens, num_sampled, 
 
 @launcher
 @triton.jit
-def copy_expand_kernel(tok_ptr, pos_ptr, next_ptr, qsl_ptr, qel_ptr, padding_id, parallel_id, P,
+def copy_expand_kernel(tok_ptr, pos_ptr, next_ptr, qsl_ptr, qel_ptr, padding_id, parallel_id, P, batch,
                        ids_ptr, out_pos_ptr, rejected_ptr, masked_ptr, new_ptr, mapping_ptr,
-                       SHIFT: tl.constexpr, BLOCK: tl.constexpr):
-    r = tl.program_id(0)
-    qs = tl.load(qsl_ptr + r).to(tl.int64)
-    qn = tl.load(qsl_ptr + r + 1).to(tl.int64)
-    qe = tl.load(qel_ptr + r).to(tl.int64)
+                       SHIFT: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    """ROWS requests per program (rows of the tile), their output spans written BLOCK slots at a time up to
+    the longest of them; a row past the batch has an empty span."""
+    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    real = r < batch
+    qs = tl.load(qsl_ptr + r, mask=real, other=0).to(tl.int64)
+    qn = tl.load(qsl_ptr + r + 1, mask=real, other=0).to(tl.int64)
+    qe = tl.load(qel_ptr + r, mask=real, other=0).to(tl.int64)
+    next_id = tl.load(next_ptr + r, mask=real, other=0)
     kept = qe - qs + 1 - SHIFT
     out0 = qs + r * (P - SHIFT)
-    total = kept + P + qn - qe - 1
-    first_pos = tl.load(pos_ptr + qs).to(tl.int64)
-    next_id = tl.load(next_ptr + r)
-    for j0 in range(0, total, BLOCK):
-        j = j0 + tl.arange(0, BLOCK)
-        live = j < total
-        ids = tl.load(tok_ptr + qs + SHIFT + j, mask=live & (j < kept), other=0)
-        is_masked = (j > kept) & (j < kept + P)
-        is_rejected = j >= kept + P
-        ids = tl.where(j == kept, next_id, ids)
+    total = tl.where(real, kept + P + qn - qe - 1, 0)
+    first_pos = tl.load(pos_ptr + qs, mask=real, other=0).to(tl.int64)
+    for j0 in range(0, tl.max(total, axis=0), BLOCK):
+        j = j0 + tl.arange(0, BLOCK)[None, :]
+        live = j < total[:, None]
+        ids = tl.load(tok_ptr + (qs + SHIFT)[:, None] + j, mask=live & (j < kept[:, None]), other=0)
+        is_masked = (j > kept[:, None]) & (j < (kept + P)[:, None])
+        is_rejected = j >= (kept + P)[:, None]
+        ids = tl.where(j == kept[:, None], next_id[:, None], ids)
         ids = tl.where(is_masked, parallel_id, ids)
         ids = tl.where(is_rejected, padding_id, ids)
-        at = out0 + j
+        at = out0[:, None] + j
         tl.store(ids_ptr + at, ids.to(ids_ptr.dtype.element_ty), mask=live)
-        tl.store(out_pos_ptr + at, tl.where(is_rejected, 0, first_pos + j).to(out_pos_ptr.dtype.element_ty),
+        tl.store(out_pos_ptr + at, tl.where(is_rejected, 0, first_pos[:, None] + j).to(out_pos_ptr.dtype.element_ty),
                  mask=live)
         tl.store(rejected_ptr + at, is_rejected.to(tl.uint8), mask=live)
         tl.store(masked_ptr + at, is_masked.to(tl.uint8), mask=live)
-        tl.store(new_ptr + r * P + j - kept, at.to(tl.int32), mask=live & (j >= kept) & (j < kept + P))
+        tl.store(new_ptr + (r * P)[:, None] + j - kept[:, None], at.to(tl.int32),
+                 mask=live & (j >= kept[:, None]) & (j < (kept + P)[:, None]))
         if SHIFT:
-            tl.store(mapping_ptr + qs + j, at.to(tl.int32), mask=j < qn - qs)
+            tl.store(mapping_ptr + qs[:, None] + j, at.to(tl.int32), mask=real[:, None] & (j < (qn - qs)[:, None]))
 
 
 @prepared
@@ -267,18 +272,18 @@ def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids
                            query_end_loc, padding_token_id, parallel_drafting_token_id, P, shift_input_ids,
                            out_input_ids, out_positions, out_is_rejected_token_mask, out_is_masked_token_mask,
                            out_new_token_indices, out_hidden_state_mapping, max_query_len=None):
-    """See `specverify.oracles.eagle.copy_and_expand_inputs`. One program per request, looping over
-    its output span (the host hint `max_query_len` is checked, not needed)."""
+    """See `specverify.oracles.eagle.copy_and_expand_inputs`. COPY_ROWS requests per program, looping over
+    their output spans (the host hint `max_query_len` is checked, not needed)."""
     batch, _ = validate(oracle.check_copy_and_expand, target_token_ids, target_positions, next_token_ids,
                         query_start_loc, query_end_loc, padding_token_id, parallel_drafting_token_id, P,
                         shift_input_ids, out_input_ids, out_positions, out_is_rejected_token_mask,
                         out_is_masked_token_mask, out_new_token_indices, out_hidden_state_mapping, max_query_len,
                         values=reads_values(query_start_loc))
-    launch(copy_expand_kernel, batch, target_token_ids.contiguous(), target_positions.contiguous(),
+    launch(copy_expand_kernel, cdiv(batch, COPY_ROWS), target_token_ids.contiguous(), target_positions.contiguous(),
            next_token_ids.contiguous(), query_start_loc.contiguous(), query_end_loc.contiguous(),
-           padding_token_id, parallel_drafting_token_id, P, out_input_ids, out_positions,
+           padding_token_id, parallel_drafting_token_id, P, batch, out_input_ids, out_positions,
            as_bytes(out_is_rejected_token_mask), as_bytes(out_is_masked_token_mask), out_new_token_indices,
-           out_hidden_state_mapping, SHIFT=int(shift_input_ids), BLOCK=64)
+           out_hidden_state_mapping, SHIFT=int(shift_input_ids), ROWS=COPY_ROWS, BLOCK=64)
 
 
 @launcher
@@ -306,10 +311,12 @@ def step_slot_kernel(pos_ptr, table_ptr, row_stride, col_stride, seq_ptr, block_
                      blocks, batch_size, input_batch_size, clamped_ptr, slot_ptr, BLOCK: tl.constexpr,
                      NARROW: tl.constexpr):
     """NARROW: max_model_len and block_size fit int32, so the clamped position does too and its division
-    by block_size is a 32-bit one (a 64-bit division is a long instruction sequence on the GPU)."""
+    by block_size is a 32-bit one (a 64-bit division is a long instruction sequence on the GPU). Both
+    independent loads (positions, seq_lens) are issued before the dependent block-table read."""
     r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     real = r < batch_size
     p = tl.load(pos_ptr + r, mask=real, other=0).to(tl.int64) + 1
+    seq = tl.load(seq_ptr + r, mask=real, other=0).to(tl.int64)
     exceeded = p >= max_model_len
     cp = tl.where(exceeded, 0, p)
     if NARROW:
@@ -322,7 +329,6 @@ def step_slot_kernel(pos_ptr, table_ptr, row_stride, col_stride, seq_ptr, block_
     slot = tl.where(exceeded | (r >= batch_size), -1, entry.to(tl.int64) * block_size + within)
     tl.store(slot_ptr + r, slot, mask=r < input_batch_size)
     tl.store(clamped_ptr + r, cp.to(clamped_ptr.dtype.element_ty), mask=real)
-    seq = tl.load(seq_ptr + r, mask=real, other=0).to(tl.int64)
     seq = tl.minimum(tl.where(exceeded, 1, seq + 1), max_model_len)
     tl.store(seq_ptr + r, seq.to(seq_ptr.dtype.element_ty), mask=real)
 

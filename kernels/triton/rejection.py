@@ -42,6 +42,7 @@ ALL_ROWS, GREEDY_ROWS, RANDOM_ROWS = tl.constexpr(0), tl.constexpr(1), tl.conste
 BLOCK_V = 2048          # the widest vocabulary tile
 PROGRAMS_PER_SM = 8     # split picks aim at this many programs per SM
 MIN_BLOCK = 256         # the narrowest tile a split pick shrinks to (CUDA)
+EXPAND_ROWS = 32        # requests per program of expand
 CPU_PROGRAMS, CPU_MIN_BLOCK = 32, 16    # the same under the interpreter: small tables split too
 KEY_NONE = tl.constexpr(NO_KEY)
 
@@ -212,20 +213,20 @@ def verify_kernel(out_ptr, o_row, o_col, rejected_ptr, rejected_stride, last_ptr
 
 @launcher
 @triton.jit
-def expand_kernel(out_ptr, x_ptr, cu_ptr, replace_from, replace_to, BLOCK: tl.constexpr, ONE_TILE: tl.constexpr):
+def expand_kernel(out_ptr, x_ptr, cu_ptr, batch, replace_from, replace_to, ROWS: tl.constexpr, BLOCK: tl.constexpr):
     """expanded[start(r):end(r)] = x[r], or replace_to where x[r] == replace_from; no cap per request.
-    ONE_TILE: every request's span fits one tile (all tokens do), so no loop."""
-    r = tl.program_id(0)
-    start, end = request_span(cu_ptr, r)
-    x = tl.load(x_ptr + r)
-    value = tl.broadcast_to(tl.where(x == replace_from, replace_to, x).to(out_ptr.dtype.element_ty), [BLOCK])
-    if ONE_TILE:
-        offs = start + tl.arange(0, BLOCK)
-        tl.store(out_ptr + offs, value, mask=offs < end)
-    else:
-        for s in range(start, end, BLOCK):
-            offs = s + tl.arange(0, BLOCK)
-            tl.store(out_ptr + offs, value, mask=offs < end)
+    ROWS requests per program, their spans written BLOCK tokens at a time up to the longest of them (one
+    program per request would make B programs of a few stores each)."""
+    r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    live = r < batch
+    start = tl.load(cu_ptr + r - 1, mask=live & (r > 0), other=0)
+    end = tl.load(cu_ptr + r, mask=live, other=0)
+    x = tl.load(x_ptr + r, mask=live)
+    value = tl.where(x == replace_from, replace_to, x).to(out_ptr.dtype.element_ty)
+    value = tl.broadcast_to(value[:, None], [ROWS, BLOCK])
+    for s in range(0, tl.max(end - start, axis=0), BLOCK):
+        offs = start[:, None] + s + tl.arange(0, BLOCK)[None, :]
+        tl.store(out_ptr + offs, value, mask=live[:, None] & (offs < end[:, None]))
 
 
 def mask_args(is_greedy, fallback):
@@ -403,10 +404,10 @@ def sample_padded(*, draft_token_ids, draft_probs, target_probs, bonus_token_ids
 
 @prepared
 def expand(*, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded):
-    """See `specverify.oracles.rejection.expand`. One launch, one program per request."""
+    """See `specverify.oracles.rejection.expand`. One launch, EXPAND_ROWS requests per program."""
     value_from, value_to = validate(check_expand, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded,
                                     values=reads_values(cu_num_tokens))
     if len(x) == 0:
         return
-    expand_kernel[(len(x),)](expanded, x.contiguous(), cu_num_tokens.contiguous(), value_from.item(),
-                             value_to.item(), BLOCK=128, ONE_TILE=num_tokens <= 128)
+    expand_kernel[(cdiv(len(x), EXPAND_ROWS),)](expanded, x.contiguous(), cu_num_tokens.contiguous(), len(x),
+                                               value_from.item(), value_to.item(), ROWS=EXPAND_ROWS, BLOCK=8)
