@@ -30,7 +30,6 @@ ABOVE_MOST = {   # stage: what its Torch kernel still spends past MOST launches
     "kv.commit_draft": "fp8 quantizing and strided element offsets (10 for row slots of the key dtype)",
     "stop.spec_stopping": "counting the emitted tokens when num_rejected_tokens is None (10 with it)",
     "graph.dsa_indexer_metadata": "a copy of strided offsets to search (10 for contiguous ones)",
-    "kv.accept_out_cache_loc": "9 counted here, 11 measured on an H200 (a strided accept_index copied for the search)",
 }
 
 
