@@ -21,7 +21,7 @@ STAGES = [s for name, s in sorted(registry.all_stages().items())
 HOST_COPIES = {"output.spec_metadata": 1}   # its host-list input copied to the device, by contract: a launch
 MOST = 10
 ABOVE_MOST = {   # stage: what its Torch kernel still spends past MOST launches
-    "rejection.greedy": "an is_greedy mask is one more op on the verified grid (10 without it)",
+    "rejection.greedy": "an is_greedy mask is one more op on the verified grid (9 without it)",
     "rejection.random": "the acceptance test (vocab range, two table reads, q > 0, ratio) before verification",
     "eagle.copy_and_expand_inputs": "five outputs, each computed then written where live",
     "eagle.verify_and_prepare_padded": "greedy verification (11), the last valid id (8) and the prepared counts (6)",
@@ -30,7 +30,6 @@ ABOVE_MOST = {   # stage: what its Torch kernel still spends past MOST launches
     "kv.commit_draft": "fp8 quantizing and strided element offsets (10 for row slots of the key dtype)",
     "stop.spec_stopping": "counting the emitted tokens when num_rejected_tokens is None (10 with it)",
     "graph.dsa_indexer_metadata": "a copy of strided offsets to search (10 for contiguous ones)",
-    "kv.accept_out_cache_loc": "9 counted here, 11 measured on an H200 (a strided accept_index copied for the search)",
 }
 
 

@@ -103,22 +103,22 @@ def commit_draft(*, key, value, slot_mapping, accepted_mask, layout, k_scale, v_
 def accept_out_cache_loc(*, accept_index, out_cache_loc, accepted_out_cache_loc):
     """See `specverify.oracles.kv.accept_out_cache_loc`. Without learning the count (a sync): output
     position k takes the entry where the running count of kept entries first reaches k + 1 (a search in
-    the inclusive running count), and positions from the count on get their own value back."""
+    the inclusive running count), and positions from the count on get their own value back. A strided
+    accept_index is read in place (`torch.take` indexes its row-major order; no flattening copy). The
+    search runs over all but the last count, so a rank past the count lands on the last entry, in range;
+    that entry may be -1, which indexes out_cache_loc's last slot (a value the final `where` drops)."""
     oracle.check_accept_out_cache_loc(accept_index, out_cache_loc, accepted_out_cache_loc,
                                       values=reads_values(accept_index))
     total = accepted_out_cache_loc.shape[0]
     if total == 0 or out_cache_loc.shape[0] == 0:   # no entry, or every entry is -1
         return
-    flat = accept_index.reshape(-1)
-    kept = pair_rows(total, flat)                             # both rows the kept mask: one cumsum launch
-    torch.ne(flat.expand(2, total), -1, out=kept)
+    kept = pair_rows(total, accept_index)                     # both rows the kept mask: one cumsum launch
+    torch.ne(accept_index.expand(2, *accept_index.shape), -1, out=kept.view(2, *accept_index.shape))
     kept = kept.cumsum(1)[0]                                    # inclusive running count, int64
-    ranks = iota(total + 1, flat)                               # position k and its rank k + 1
-    source = torch.searchsorted(kept, ranks[1:]).clamp_(max=total - 1)
-    entry = flat[source].clamp_(min=0)
-    found = out_cache_loc[entry]
-    torch.where(ranks[:total] < kept[-1], found.to(accepted_out_cache_loc.dtype), accepted_out_cache_loc,
-                out=accepted_out_cache_loc)
+    ranks = iota(total + 1, kept)                               # position k and its rank k + 1
+    source = torch.searchsorted(kept[:total - 1], ranks[1:])   # in [0, total - 1]
+    found = out_cache_loc[torch.take(accept_index, source)]
+    torch.where(ranks[:total] < kept[-1], found, accepted_out_cache_loc, out=accepted_out_cache_loc)
 
 
 def assign_req_to_token(*, req_pool_indices, start_offset, end_offset, out_cache_loc, req_to_token):

@@ -128,14 +128,10 @@ def flat_source(tokens: int, batch: int, like: torch.Tensor, dtype: torch.dtype 
     return torch.empty((2, tokens + batch), device=like.device, dtype=dtype)
 
 
-def source_tail(src: torch.Tensor, values, bonus) -> None:
-    """Fill `flat_source` `src` but its good-per-token run (one launch): the zeros and bonuses, and the
-    values when given (else the caller writes them)."""
-    tokens = src.shape[1] - bonus.shape[0]
-    if values is None:   # rows [0 ; 1] * bonus: one launch that casts, where a cat of mixed dtypes would copy each
-        torch.mul(constant("second_row", bonus), bonus, out=src[:, tokens:])
-    else:   # [good | 0s | values | bonus] in memory: the last three are one run
-        torch.cat((zeros(bonus.shape[0], bonus), values, bonus), out=src.view(-1)[tokens:])
+def source_tail(src: torch.Tensor, bonus) -> None:
+    """Fill `flat_source` `src` but its good and value runs per token (one launch): the zeros and
+    bonuses, rows [0 ; 1] * bonus in one launch that casts (a cat of mixed dtypes would copy each)."""
+    torch.mul(constant("second_row", bonus), bonus, out=src[:, src.shape[1] - bonus.shape[0]:])
 
 
 def verify_flat(out, cu, src, rows, fill, skip=None, prev=None) -> None:
@@ -162,12 +158,26 @@ def greedy(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_toke
                       output_token_ids)
 
 
-def verify_greedy(drafts, target_argmax, bonus, cu, rows, out, prev=None) -> None:
-    """`greedy`'s verification of B > 0 rows (`prev`: as `flat_grid`'s)."""
-    src = flat_source(drafts.shape[0], bonus.shape[0], target_argmax)
-    torch.eq(drafts, target_argmax, out=src[0, :drafts.shape[0]])
-    source_tail(src, target_argmax, bonus)
-    verify_flat(out, cu, src, rows, fill=False, prev=prev)
+def verify_greedy(drafts, target_argmax, bonus, cu, rows, out, prev=None) -> torch.Tensor:
+    """`greedy`'s verification of B > 0 rows into an int32 `out`; returns the starts of `cu` (`prev`
+    when given, else a view of the source). The source is int32 [2, T + 2B]: row 0 [good per token | 0 per
+    request | start(r) per request], row 1 [target id per token | bonus per request | unused]. The ids
+    are the low 32 bits of the int64 inputs (in int32 range by contract), so every part of the source
+    after the good run is one int32 cat (one launch), the starts of an int32 `cu` with them."""
+    tokens, batch = drafts.shape[0], bonus.shape[0]
+    src = torch.empty((2, tokens + 2 * batch), device=bonus.device, dtype=torch.int32)
+    torch.eq(drafts, target_argmax, out=src[0, :tokens])
+    own = prev is None and cu.dtype == torch.int32
+    head = (zeros(batch + 1, cu, torch.int32), cu[:-1]) if own else (zeros(2 * batch, cu, torch.int32),)
+    torch.cat((*head, low_bits(target_argmax, torch.int32), low_bits(bonus, torch.int32)),
+              out=src.view(-1)[tokens:3 * batch + 2 * tokens])
+    if own:
+        prev = src[0, tokens + batch:]
+    elif prev is None:
+        prev = starts(cu)
+    grid = src[:, flat_grid(cu, tokens, out.shape[1], prev)]
+    emit(out, grid[0], grid[1], rows, fill=False)
+    return prev
 
 
 def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,
@@ -182,7 +192,7 @@ def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_le
         accepted = accepts(*in_vocab(draft_token_ids, target_probs.shape[-1], index=False), target_probs,
                            draft_probs, uniform_probs, rule, out=src[0, :tokens])    # good: 0/1 in place
         torch.where(as_flags(accepted), draft_token_ids, recovered_token_ids, out=src[1, :tokens])
-        source_tail(src, None, bonus_token_ids)
+        source_tail(src, bonus_token_ids)
         verify_flat(output_token_ids, cu_num_draft_tokens, src, None, fill=False, skip=is_greedy)
 
 
@@ -239,7 +249,7 @@ def sample(*, draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, t
     src = flat_source(tokens, batch, alternatives)
     src[0, :tokens].copy_(accepted)
     torch.where(accepted, drafts, alternatives, out=src[1, :tokens])
-    source_tail(src, None, bonus_token_ids)
+    source_tail(src, bonus_token_ids)
     verify_flat(output_token_ids, cu_num_draft_tokens, src, None, fill=True)
 
 

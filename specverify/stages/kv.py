@@ -147,7 +147,7 @@ ACCEPT_OUT_CACHE_LOC = Stage(
     invariants=draw.accept_invariants,
     rows=draw.accept_table,
     impls=kernels("kv", "accept_out_cache_loc"),
-    launches={"triton": 1, "torch": 12},
+    launches={"triton": 1, "torch": 10},
 )
 
 
