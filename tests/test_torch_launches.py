@@ -25,7 +25,7 @@ ABOVE_MOST = {   # stage: what its Torch kernel still spends past MOST launches
     "rejection.random": "the acceptance test (vocab range, two table reads, q > 0, ratio) before verification",
     "eagle.copy_and_expand_inputs": "five outputs, each computed then written where live",
     "eagle.verify_and_prepare_padded": "greedy verification (11), the last valid id (8) and the prepared counts (6)",
-    "eagle.step_slot_mapping": "three outputs from one block-table read; the padded rows' fill",
+    "eagle.step_slot_mapping": "the block (div, clamp), its read, the slot (remainder, add, -1 where); the padded rows' fill",
     "kv.assign_req_to_token": "the request search, the element and the read-modify-add of the table",
     "kv.commit_draft": "fp8 quantizing and strided element offsets (10 for row slots of the key dtype)",
     "stop.spec_stopping": "counting the emitted tokens when num_rejected_tokens is None (10 with it)",
