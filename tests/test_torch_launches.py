@@ -26,7 +26,7 @@ ABOVE_MOST = {   # stage: what its Torch kernel still spends past MOST launches
     "eagle.copy_and_expand_inputs": "five outputs, each computed then written where live",
     "eagle.verify_and_prepare_padded": "greedy verification (11), the last valid id (8) and the prepared counts (6)",
     "eagle.step_slot_mapping": "the block (div, clamp), its read, the slot (remainder, add, -1 where); the padded rows' fill",
-    "kv.assign_req_to_token": "the request search, the element and the read-modify-add of the table",
+    "kv.assign_req_to_token": "the request search, the element and the read-modify-add of the table (13 when a stride is 1, 14 with both column and row steps)",
     "kv.commit_draft": "fp8 quantizing and strided element offsets (10 for row slots of the key dtype)",
     "stop.spec_stopping": "counting the emitted tokens when num_rejected_tokens is None (10 with it)",
     "graph.dsa_indexer_metadata": "a copy of strided offsets to search (10 for contiguous ones)",
