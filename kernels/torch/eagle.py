@@ -184,7 +184,8 @@ def extend_queries(*, query_start_loc, seq_lens, N, new_query_start_loc, new_seq
 def step_slot_mapping(*, positions, block_table, seq_lens, block_size, max_model_len, batch_size,
                       input_batch_size, clamped_positions, slot_mapping):
     """See `specverify.oracles.eagle.step_slot_mapping`. Slots are computed in int64; rows from
-    batch_size on get slot -1 and nothing else."""
+    batch_size on get slot -1 and nothing else. The new length is one addcmul: 1 + room * min(seq_len,
+    max_model_len - 1)."""
     oracle.check_step_slot_mapping(positions, block_table, seq_lens, block_size, max_model_len, batch_size,
                                    input_batch_size, clamped_positions, slot_mapping,
                                    values=reads_values(positions))
@@ -193,12 +194,12 @@ def step_slot_mapping(*, positions, block_table, seq_lens, block_size, max_model
         return
     real = slice(0, batch_size)
     ahead = positions[real] + 1                           # fits: positions are below the dtype's max
-    exceeded = ahead >= max_model_len
-    torch.where(exceeded, scalar(0, ahead), ahead, out=clamped_positions[real])
+    room = ahead < max_model_len
+    torch.where(room, ahead, scalar(0, ahead), out=clamped_positions[real])
     size = iota(block_size + 1, positions)[block_size:]    # [block_size], int64: the quotient and the
     block = torch.div(ahead, size, rounding_mode="floor").clamp_(max=block_table.shape[1] - 1)
     base = block_table[iota(batch_size, positions), block]
     slot = torch.add(ahead % size, base, alpha=block_size)   # remainder come out in int64
-    torch.where(exceeded, scalar(-1, slot), slot, out=slot_mapping[real])
-    grown = torch.where(exceeded, scalar(1, seq_lens), seq_lens[real] + 1)
-    torch.clamp(grown, max=max_model_len, out=seq_lens[real])
+    torch.where(room, slot, scalar(-1, slot), out=slot_mapping[real])
+    # 1 + min(seq_len, max_model_len - 1) with room (min(seq_len + 1, max_model_len)), else 1
+    torch.addcmul(scalar(1, seq_lens), seq_lens[real].clamp(max=max_model_len - 1), room, out=seq_lens[real])

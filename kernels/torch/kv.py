@@ -140,7 +140,10 @@ def assign_req_to_token(*, req_pool_indices, start_offset, end_offset, out_cache
     ends = running.cumsum(1)[0]
     s_row, s_col = req_to_token.stride()
     shift = end_offset - ends                               # column of entry i: i + shift[b]
-    base = torch.add(shift if s_col == 1 else shift * s_col, req_pool_indices, alpha=s_row)
+    if s_col == 1 or s_row != 1:
+        base = torch.add(shift if s_col == 1 else shift * s_col, req_pool_indices, alpha=s_row)
+    else:                                                   # a transposed table: one scaled add too
+        base = torch.add(req_pool_indices, shift, alpha=s_col)
     entry = iota(slots, out_cache_loc)
     owner = torch.searchsorted(ends[:-1], entry, right=True)
     span = 1 + (rows - 1) * s_row + (width - 1) * s_col
