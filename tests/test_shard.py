@@ -1,7 +1,10 @@
 """Sharded runs (`--devices`, `--ray`) and the cross-device check, on CPU workers.
 
-The examples a run checks depend on its seed only: the same outcomes (statuses, example counts, case
-hashes) from one process, two pool workers and a local Ray cluster.
+The examples a run checks depend on its seed only: the same outcomes (statuses, example counts, the
+example that first failed, case hashes) from one process, two pool workers and a local Ray cluster. A
+failed check's total count is left out: after the first failure Hypothesis keeps looking for other bugs
+for up to 10 seconds of wall time, so on a loaded machine it draws a different number of examples (90
+against 91 was seen with three suites sharing an H200 host's cores).
 """
 import pytest
 import torch
@@ -26,8 +29,9 @@ def options(findings) -> session.RunPlan:
 
 
 def summary(outcomes) -> list[tuple]:
-    return [(o.stage, o.backend, o.device, o.source, o.check, o.status, o.examples, o.found_after,
-             o.case.name if o.case else None) for o in outcomes]
+    return [(o.stage, o.backend, o.device, o.source, o.check, o.status,
+             None if o.status == "failed" else o.examples, o.found_after, o.case.name if o.case else None)
+            for o in outcomes]
 
 
 @pytest.fixture(scope="module")
