@@ -27,8 +27,24 @@ PLANTED = "vendor_demo.rejection:expand:off-by-one:cu_num_tokens.shape[0] - 1#1"
 FAST = dict(examples=5, device="cpu")
 
 
+@pytest.fixture(scope="session")
+def short_tmp():
+    """One short folder under /tmp for this session's check processes: their forkserver sockets lie in
+    it, and a Unix socket's path is limited to about 107 bytes (pytest's tmp_path under xdist uses most of
+    them). It is kept, as tmp_path is: a forkserver started by one test serves the next ones."""
+    return Path(tempfile.mkdtemp(prefix="svm-"))
+
+
+@pytest.fixture
+def scratch_tmp(short_tmp):
+    """This test's own folder in `short_tmp` (a process it left behind is found by this name)."""
+    folder = short_tmp / f"t{len(list(short_tmp.iterdir()))}"
+    folder.mkdir()
+    return folder
+
+
 @pytest.fixture(autouse=True)
-def demo_on_path(monkeypatch, tmp_path):
+def demo_on_path(monkeypatch, tmp_path, scratch_tmp):
     """The check processes import this checkout's specverify and vendor_demo; their temporary folders lie
     in this test's own (so a process left behind can be found by its environment)."""
     site = tmp_path / "site"                     # vendor_demo registered as if pip-installed (a clean
@@ -37,8 +53,7 @@ def demo_on_path(monkeypatch, tmp_path):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(path))
     monkeypatch.syspath_prepend(str(site))       # and in this process
     monkeypatch.syspath_prepend(str(DEMO))
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setenv("TMPDIR", str(scratch_tmp))
     monkeypatch.setattr(tempfile, "tempdir", None)
 
 
@@ -73,7 +88,7 @@ def left_behind(folder: Path) -> list[int]:
     return found
 
 
-def test_outcomes_of_hand_made_mutants(tmp_path):
+def test_outcomes_of_hand_made_mutants(tmp_path, scratch_tmp):
     options = mutate.Options(**FAST, jobs=2, deadline=25.0, out=tmp_path / "out")
     equivalent = mutate.load_equivalent(EQUIVALENT)
     found = [HANGING, KILLING, EQUIVALENT_ONE, TOO_TIGHT, CRASHING, BROKEN]
@@ -97,7 +112,7 @@ def test_outcomes_of_hand_made_mutants(tmp_path):
     assert mutate.kill_rates(counts) == (1.0, 0.5)
     # the judge (this process) never loaded a mutant; nothing the hanging one started is left
     assert not [n for n, m in list(sys.modules.items()) if "specverify-mutant-" in str(getattr(m, "__file__", ""))]
-    assert not left_behind(tmp_path / "tmp")
+    assert not left_behind(scratch_tmp)
 
 
 def test_our_own_kernel_is_mutated_in_the_worker_only(tmp_path):
