@@ -32,7 +32,6 @@ import torch
 import triton
 
 from specverify.bench import timing
-from specverify.kernels.triton import launch as launching
 from specverify.kernels.triton import prepared
 from specverify.materialize import Bound, plan
 from specverify.registry import all_stages
@@ -60,7 +59,7 @@ def recipe_of(wrapper, kwargs):
     store = getattr(wrapper, "recipes", None)
     if store is None:
         return None
-    found = store.get((launching.driver.active.get_current_device(), prepared.signature(kwargs)))
+    found = store.get((prepared.current_device(), prepared.signature(kwargs)))
     return found if isinstance(found, prepared.Recipe) else None
 
 
@@ -81,7 +80,6 @@ def filled_runs(recipe, kwargs, stream):
 
 def pieces(stage, batch: int, settings) -> dict:
     impl = implementation(stage)
-    wrapper = getattr(impl, "__wrapped__", None) and impl
     example = stage.bench(batch, VOCAB, np.random.default_rng([0, batch]))
     call_plan, arena = plan(stage, example)
     bound = Bound(call_plan, arena.copy(), "torch", "cuda")
@@ -99,18 +97,18 @@ def pieces(stage, batch: int, settings) -> dict:
         prepared.ENABLED = True
     row["byte_equal"] = bool(np.array_equal(lean_bytes, arena_after(impl, call_plan, arena)))
     row["signature_us"] = timing.host_us(lambda: prepared.signature(kwargs), "cuda", settings)
-    recipe = recipe_of(wrapper, kwargs) if wrapper else None
+    recipe = recipe_of(impl, kwargs)
     row["prepared"] = recipe is not None
     if recipe is not None:
-        stream = launching.driver.active.get_current_stream(launching.driver.active.get_current_device())
+        device = prepared.current_device()
+        stream = prepared.current_stream(device)
         row["launches"], row["scratch"] = len(recipe.steps), len(recipe.scratch)
         row["arguments"] = [len(step[4]) for step in recipe.steps]
         tensors = prepared.tensors_of(kwargs)
         row["replay_us"] = timing.host_us(lambda: recipe.replay(tensors, stream), "cuda", settings)
-        entry = prepared.guard(kwargs, prepared.current_device(), recipe)
+        entry = prepared.guard(kwargs, device, recipe)
         if entry is not None:
             values = tuple(kwargs.values())
-            device = prepared.current_device()
             row["guard_us"] = timing.host_us(lambda: entry.fits(kwargs, values, device), "cuda", settings)
         runs, temps = filled_runs(recipe, kwargs, stream)
 
@@ -129,7 +127,7 @@ def floors(settings) -> dict:
     compiled = kernel[(1,)]()
     torch.cuda.synchronize()
     found = {"floor_us": timing.host_us(lambda: kernel[(1,)](), "cuda", settings)}
-    stream = launching.driver.active.get_current_stream(launching.driver.active.get_current_device())
+    stream = prepared.current_stream(prepared.current_device())
     run, function, packed = compiled.run, compiled.function, compiled.packed_metadata
     found["floor_run_us"] = timing.host_us(lambda: run(1, 1, 1, stream, function, packed, None, None, None),
                                            "cuda", settings)

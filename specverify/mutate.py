@@ -15,8 +15,9 @@ headline, the examples its search drew until the first failure, the shrunk case 
 signal, an exit, a broken protocol), "survived" (every check passed), and counted apart: "does not import"
 (the worker could not load it), "does not compile" (Triton refused it: a CompilationError, or under the
 interpreter an InterpreterError wrapping a TypeError/ValueError/... of the language, NumPy's run-time
-array-to-scalar conversion excepted), "error" (the check process itself broke). A survivor the vendor's equivalence file (`load_equivalent`) names is "judged
-equivalent" and left out of the kill rate: (killed + timed out + crashed) / (those + other survivors).
+array-to-scalar conversion excepted), "error" (the check process itself broke). A survivor the vendor's
+equivalence file (`load_equivalent`) names is "judged equivalent" and left out of the kill rate:
+(killed + timed out + crashed) / (those + other survivors).
 """
 from __future__ import annotations
 

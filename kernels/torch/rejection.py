@@ -158,9 +158,9 @@ def greedy(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_toke
                       output_token_ids)
 
 
-def verify_greedy(drafts, target_argmax, bonus, cu, rows, out, prev=None) -> torch.Tensor:
-    """`greedy`'s verification of B > 0 rows into an int32 `out`; returns the starts of `cu` (`prev`
-    when given, else a view of the source). The source is int32 [2, T + 2B]: row 0 [good per token | 0 per
+def verify_greedy(drafts, target_argmax, bonus, cu, rows, out, prev=None) -> None:
+    """`greedy`'s verification of B > 0 rows into an int32 `out` (`prev`: as `flat_grid`'s). The source
+    is int32 [2, T + 2B]: row 0 [good per token | 0 per
     request | start(r) per request], row 1 [target id per token | bonus per request | unused]. The ids
     are the low 32 bits of the int64 inputs (in int32 range by contract), so every part of the source
     after the good run is one int32 cat (one launch), the starts of an int32 `cu` with them."""
@@ -177,7 +177,6 @@ def verify_greedy(drafts, target_argmax, bonus, cu, rows, out, prev=None) -> tor
         prev = starts(cu)
     grid = src[:, flat_grid(cu, tokens, out.shape[1], prev)]
     emit(out, grid[0], grid[1], rows, fill=False)
-    return prev
 
 
 def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,

@@ -178,9 +178,11 @@ class Recipe:
     def __init__(self, steps: list[tuple], scratch: list[tuple], residues: tuple[int, ...]):
         self.steps, self.scratch, self.residues = steps, scratch, residues
         self.kernels = tuple(step[-1] for step in steps)
+        self.guard: Guard | None = None      # how a call finds it without its signature (`guard`)
         source, names = replay_source(steps, scratch, residues)
         names["empty"] = torch.empty
-        exec(compile(source, f"<recipe of {', '.join(getattr(k, '__name__', '?') for k in self.kernels)}>", "exec"), names)
+        kernels = ", ".join(getattr(k, "__name__", "?") for k in self.kernels)
+        exec(compile(source, f"<recipe of {kernels}>", "exec"), names)
         self.replay = names["replay"]
         self.replay.__doc__ = "Launch the recipe on the call's tensor arguments (`tensors_of`); False, " \
             "launching nothing, when an address's residue mod 16 is not the recipe's (Triton would " \
@@ -318,7 +320,6 @@ def hooks_set() -> bool:
 def prepared(wrapper: Callable[..., Any]) -> Callable[..., Any]:
     """A stage's Triton wrapper whose calls replay a recipe per signature (see the module)."""
     recipes: dict[tuple, Any] = {}
-    guards: dict[tuple, Guard] = {}     # signature -> its recipe's guard
     hot: list[Guard] = []               # the guards of the recipes used last, most recent first
 
     def replayed(recipe: Recipe, tensors, device: int) -> bool:
@@ -347,9 +348,8 @@ def prepared(wrapper: Callable[..., Any]) -> Callable[..., Any]:
         if type(recipe) is Recipe:
             if not replayed(recipe, tensors_of(kwargs), device):
                 return wrapper(**kwargs)
-            entry = guards.get(key)
-            if entry is not None:
-                promote(entry)
+            if recipe.guard is not None:
+                promote(recipe.guard)
             return None
         if recipe is UNPREPARED or hooks_set():
             return wrapper(**kwargs)
@@ -369,9 +369,7 @@ def prepared(wrapper: Callable[..., Any]) -> Callable[..., Any]:
         made = None if returned is not None or watch.seen else recording.recipe()
         recipes[key] = UNPREPARED if made is None else made
         if made is not None:
-            entry = guard(kwargs, device, made)
-            if entry is not None:
-                guards[key] = entry
+            made.guard = guard(kwargs, device, made)
         return returned
 
     def promote(entry: Guard) -> None:
@@ -388,7 +386,6 @@ def prepared(wrapper: Callable[..., Any]) -> Callable[..., Any]:
     def forget() -> None:
         """Drop every recipe (the next calls of each signature make them again)."""
         recipes.clear()
-        guards.clear()
         hot.clear()
 
     call.recipes, call.forget = recipes, forget
