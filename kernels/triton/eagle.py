@@ -15,7 +15,8 @@ ROWS = 128          # rows per program for the one-lane-per-row kernels
 INT32_MAX = 2**31 - 1
 BLOCK_ROWS = 32     # most rows per program of a [rows, columns] tile (B = 1024: 32 programs or more)
 ROW_TILE = 1024     # elements of such a tile
-COPY_ROWS = 4       # requests per program of copy_and_expand_inputs (a tile of 4 x 64 output slots)
+COPY_ROWS = 2       # requests per program of copy_and_expand_inputs (a tile of 2 x 64 output slots)
+STEP_ROWS = 64      # slots per program of step_slot_mapping (two warps)
 
 
 def launch(kernel, programs: int, *args, **meta) -> None:
@@ -227,8 +228,6 @@ def prepare_inputs(*, query_start_loc, seq_lens, num_draft_tokens, num_sampled, 
            token_indices, new_seq_lens, batch, BLOCK_R=BLOCK_ROWS, BLOCK_S=1024, BLOCK_T=16)
 
 
-
-
 @launcher
 @triton.jit
 def copy_expand_kernel(tok_ptr, pos_ptr, next_ptr, qsl_ptr, qel_ptr, padding_id, parallel_id, P, batch,
@@ -308,18 +307,21 @@ def extend_queries(*, query_start_loc, seq_lens, N, new_query_start_loc, new_seq
 @launcher
 @triton.jit
 def step_slot_kernel(pos_ptr, table_ptr, row_stride, col_stride, seq_ptr, block_size, max_model_len,
-                     blocks, batch_size, input_batch_size, clamped_ptr, slot_ptr, BLOCK: tl.constexpr,
-                     NARROW: tl.constexpr):
+                     blocks, batch_size, input_batch_size, clamped_ptr, slot_ptr, shift, BLOCK: tl.constexpr,
+                     NARROW: tl.constexpr, POW2: tl.constexpr):
     """NARROW: max_model_len and block_size fit int32, so the clamped position does too and its division
-    by block_size is a 32-bit one (a 64-bit division is a long instruction sequence on the GPU). Both
-    independent loads (positions, seq_lens) are issued before the dependent block-table read."""
+    by block_size is a 32-bit one (a 64-bit division is a long instruction sequence on the GPU); POW2:
+    block_size is 2**shift, so the division is a shift and the remainder a mask. Both independent loads
+    (positions, seq_lens) are issued before the dependent block-table read."""
     r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     real = r < batch_size
     p = tl.load(pos_ptr + r, mask=real, other=0).to(tl.int64) + 1
     seq = tl.load(seq_ptr + r, mask=real, other=0).to(tl.int64)
     exceeded = p >= max_model_len
     cp = tl.where(exceeded, 0, p)
-    if NARROW:
+    if POW2:
+        block, within = cp >> shift, cp & (block_size - 1)
+    elif NARROW:
         narrow = cp.to(tl.int32)
         block, within = narrow // block_size, narrow % block_size
     else:
@@ -339,7 +341,9 @@ def step_slot_mapping(*, positions, block_table, seq_lens, block_size, max_model
     """See `specverify.oracles.eagle.step_slot_mapping`. One lane per slot; any block_table strides."""
     validate(oracle.check_step_slot_mapping, positions, block_table, seq_lens, block_size, max_model_len, batch_size,
              input_batch_size, clamped_positions, slot_mapping, values=reads_values(positions))
-    launch(step_slot_kernel, cdiv(input_batch_size, ROWS), positions.contiguous(), block_table,
+    pow2 = int(block_size) & (int(block_size) - 1) == 0
+    launch(step_slot_kernel, cdiv(input_batch_size, STEP_ROWS), positions.contiguous(), block_table,
            block_table.stride(0), block_table.stride(1), seq_lens, block_size, max_model_len,
-           block_table.shape[1], batch_size, input_batch_size, clamped_positions, slot_mapping, BLOCK=ROWS,
-           NARROW=max(max_model_len, block_size) <= INT32_MAX)
+           block_table.shape[1], batch_size, input_batch_size, clamped_positions, slot_mapping,
+           int(block_size).bit_length() - 1 if pow2 else 0, BLOCK=STEP_ROWS, NARROW=max(max_model_len, block_size) <= INT32_MAX,
+           POW2=pow2, num_warps=2)
