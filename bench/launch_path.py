@@ -9,7 +9,8 @@ synchronization inside the loop, one after it, the median of `rounds` loops), on
 (`Stage.bench`, vocabulary V = 151936 where the stage reads one):
 
 - `floor`: an empty Triton kernel launched as `kernel[(1,)]()` (the bench's launch floor), and `floor_run`:
-  its kept launcher (`CompiledKernel.run`) called with ints, the least a Python launch costs;
+  its kept launcher (`CompiledKernel.run`) called with ints, the least a Python launch costs; `here`: the
+  floor again right before each stage's call (the host's speed drifts during a run);
 - `call`: the stage's Triton wrapper as a user calls it (a prepared call: the recipe replayed);
 - `lean`: the same with recipes off (`prepared.ENABLED = False`): the argument checks and `launch.launch`;
 - `signature`: the recipe key alone (`prepared.signature`), and `guard`: the recipe's guard alone
@@ -88,6 +89,8 @@ def pieces(stage, batch: int, settings) -> dict:
         impl(**kwargs)
     torch.cuda.synchronize()
     row: dict = {"stage": stage.name, "B": batch}
+    floor = timing.empty_kernel()
+    row["floor_here_us"] = timing.host_us(lambda: floor[(1,)](), "cuda", settings)
     row["call_us"] = timing.host_us(lambda: impl(**kwargs), "cuda", settings)
     prepared.ENABLED = False
     try:
@@ -164,10 +167,11 @@ def main() -> int:
     print(f"{result['device']}, torch {torch.__version__}, triton {triton.__version__}, {args.calls} calls x "
           f"{args.rounds} rounds (median); floor kernel[grid] {result['floor_us']:.2f} us, its launcher "
           f"{result['floor_run_us']:.2f} us, an empty Python call {result['empty_python_call_us']:.2f} us")
-    print(f"{'stage':34} {'B':>5} {'call':>7} {'lean':>7} {'sig':>6} {'guard':>6} {'replay':>7} {'run':>6} "
-          "launches args")
+    print(f"{'stage':34} {'B':>5} {'here':>6} {'call':>7} {'lean':>7} {'sig':>6} {'guard':>6} {'replay':>7} "
+          f"{'run':>6} launches args")
     for r in rows:
-        print(f"{r['stage']:34} {r['B']:5} {r['call_us']:7.2f} {r['lean_us']:7.2f} {r['signature_us']:6.2f} "
+        print(f"{r['stage']:34} {r['B']:5} {r['floor_here_us']:6.2f} {r['call_us']:7.2f} {r['lean_us']:7.2f} "
+              f"{r['signature_us']:6.2f} "
               f"{r.get('guard_us', float('nan')):6.2f} "
               f"{r.get('replay_us', float('nan')):7.2f} {r.get('run_us', float('nan')):6.2f} "
               f"{r.get('launches', '-')} {r.get('arguments', '-')}{'' if r['byte_equal'] else ' DIFFER'}")
