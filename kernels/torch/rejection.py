@@ -3,8 +3,11 @@ outside checked mode, a fixed and small number of launches per call.
 
 Verification runs on a grid of cells (request r, slot j): a row emits its cells while they are "good"
 (accepted), then the first cell that is not (the alternative of the first rejected draft, or the bonus in
-slot n[r]); see `emit`. Probability tables [*, V] are read in as few full passes as eager Torch allows:
-the scores table is built once and reduced by `first_max`.
+slot n[r]); see `emit`. Probability tables [*, V] are read in as few full passes as eager Torch allows
+(`bench/torch_passes.py` counts them): the scores table is built once (its noise rows broadcast on a grid
+of equal requests) and reduced by `first_max` in three passes. The NaN rule costs one table write that no
+reduction can spare: every ATen reduction lets NaN win or ranks it above +inf, and eager ops cannot be
+limited to the rows that hold a NaN without reading a count back.
 """
 from __future__ import annotations
 

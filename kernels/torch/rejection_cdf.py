@@ -2,7 +2,8 @@
 
 Acceptance is decided for every draft at once ([B, K] gathers of p and q at the drafts); the first
 rejection of each row selects the one row of V per request the pick reads (the residual row, or p_K),
-which is gathered, cleaned, scanned by one cumsum and searched. Only the emitted slots are written.
+which is gathered, cleaned in place (`pick_rows`), scanned by one cumsum and searched. Only the emitted
+slots are written.
 """
 from __future__ import annotations
 
