@@ -13,7 +13,7 @@ import torch
 
 INDEX_DTYPES = (torch.int32, torch.int64)
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-SCALARS = {"int": (0, 1, -1, 2**31 - 1), "float": (0.0, 1.0, float("-inf"))}   # the values `scalar` caches, by dtype kind
+SCALARS = {"int": (0, 1, -1, 2**31 - 1), "float": (0.0, 1.0, float("-inf"))}   # what `scalar` caches, by kind
 WARM_IOTA = 1 << 16                        # the arange `warm_up` makes per index dtype; `iota` grows it
 
 _IOTAS: dict = {}
