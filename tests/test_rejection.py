@@ -189,6 +189,25 @@ def test_sample_equals_its_parts(backend, example):
     np.testing.assert_array_equal(got["output_token_ids"], expected)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_greedy_rows_with_draft_probs_take_the_target_argmax(backend):
+    """A greedy row's alternatives are the argmax of its target row as it stands, whatever its draft probs:
+    negative and -inf cells are not clamped to 0 like a residual (row 0's argmax is 1, not 0), a NaN
+    draft probability is not subtracted (row 1: 2). Row 2 is random: its residual max(p - q, 0) * inv_q
+    is [0, 0, 0.25], so token 2 replaces its draft."""
+    target = f32([[[-3, -1, -2]], [[0.25, 0.25, 0.5]], [[0.25, 0.25, 0.5]]])
+    draft = f32([[[0.5, 0.25, 0.25]], [[0.5, 0.5, np.nan]], [[0.5, 0.5, 0.25]]])
+    inputs = dict(draft_token_ids=i64([0], [0], [0]), draft_probs=draft, target_probs=target,
+                  bonus_token_ids=i64(7, 8, 9), is_greedy=np.array([True, True, False]),
+                  uniform_probs=np.full((3, 1), 0.9), inv_q=np.ones((3, 3), np.float32))
+    got = run("rejection.sample_padded", backend, padded_outputs(3, 1), **inputs)
+    assert got["output_token_ids"].tolist() == [[1, -1], [2, -1], [2, -1]]
+    flat = dict(inputs, draft_token_ids=i32(0, 0, 0), cu_num_draft_tokens=i32(1, 2, 3), max_spec_len=1,
+                draft_probs=draft[:, 0], target_probs=target[:, 0], uniform_probs=np.full(3, 0.9))
+    got = run("rejection.sample", backend, {"output_token_ids": np.full((3, 2), -9, np.int32)}, **flat)
+    assert got["output_token_ids"].tolist() == [[1, -1], [2, -1], [2, -1]]
+
+
 def split_rows(vocab: int = 1024) -> np.ndarray:
     """Five score rows (V = 1024: four spans of 256 when the Triton pick splits) whose winners sit across
     span edges: a tie far apart (the lower index wins), -0.0 before +0.0 (equal: the lower wins), NaN
@@ -241,3 +260,43 @@ def test_split_plan():
                     continue
                 assert tokens < programs and span % tile == 0       # split slots fit the workspace
                 assert (split - 1) * span < vocab <= split * span   # every program has work
+
+
+SPECIALS = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFFFFFFFF, 0x7F800000, 0xFF800000, 0, 0x80000000,
+                     0x7F7FFFFF, 0xFF7FFFFF, 1, 0x80000001, 0x3F800000, 0xBF800000], np.uint32).view(np.float32)
+
+
+@pytest.mark.parametrize("vocab", [1, 2, 3, 17, 64, 1000])
+def test_torch_first_max_is_the_oracle_on_special_rows(vocab):
+    """The Torch `first_max` (an int32-view minimum, NaN -> -inf, one max) against the oracle's rule on
+    rows of NaN of either sign and payload, +-inf, +-0.0, +-FLT_MAX, denormals and +-1: rows drawn from
+    small subsets of them, so ties, rows of -inf and NaN, and all-NaN rows are common."""
+    import torch
+
+    from specverify.kernels.torch.rejection import first_max
+
+    rng = np.random.default_rng(vocab)
+    rows = np.stack([rng.choice(rng.choice(SPECIALS, rng.integers(1, 4)), vocab) for _ in range(400)])
+    expected = [oracle.first_max(row) for row in rows]
+    for owned in (False, True):
+        table = torch.from_numpy(rows.copy())
+        assert first_max(table, owned=owned).tolist() == expected
+        assert owned or np.array_equal(table.numpy().view(np.uint32), rows.view(np.uint32))
+
+
+@pytest.mark.parametrize("name", ["rejection.recovered", "rejection.sample", "rejection.sample_padded"])
+def test_torch_scores_stages_equal_the_oracle_on_hazards(name):
+    """The hazard tier checks invariants only; the Torch kernels of the stages that take a first maximum
+    of scores keep the oracle's exact rule there too (NaN, +-inf, zero noise, out-of-vocabulary drafts)."""
+    stage = BY_NAME[name]
+
+    @settings(max_examples=40, deadline=None, derandomize=True, database=None)
+    @given(example=stage.hazard(DrawContext(small=True)))
+    def compare(example):
+        outs = {k: np.full(b.shape, -9, getattr(np, b.dtype)) for k, b in example.outputs.items()}
+        got = run(name, "torch", outs, **example.inputs)
+        expected = run(name, "oracle", outs, **example.inputs)
+        for key in outs:
+            np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
+
+    compare()

@@ -124,6 +124,15 @@ def test_one_u_final_per_request_and_column_k_unread(backend):
     expect(run(backend, ex), [1, 1, 1, 3], [[0, 1], [2, 3]], [1, 1])
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_bonus_row_is_summed_as_it_stands(backend):
+    """All accepted: p_1's negative and NaN cells are summed as they are, not zeroed like a residual's
+    (sums exact in any order). [0.75, -0.5, 0.5, 0.25]: t = 0.5, the first running sum 0.75 exceeds it
+    (zeroed: t = 0.75, token 2); [0.25, NaN, 0.5, 0.25]: the total is NaN, so V - 1 (zeroed: token 2)."""
+    for bonus, token in (([0.75, -0.5, 0.5, 0.25], 0), ([0.25, np.nan, 0.5, 0.25], 3)):
+        expect(run(backend, one(1, QUARTER, QUARTER, bonus, 0.5, 0.5)), [1, token], [[0, 1]], [1])
+
+
 def test_an_id_below_minus_1_and_a_missing_column_are_refused():
     ex = chain_cdf_example()
     bad = dict(ex.inputs, candidates=np.array([[7, -2, 2], [7, 1, 2]], np.int64))

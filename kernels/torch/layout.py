@@ -13,7 +13,7 @@ import torch
 
 INDEX_DTYPES = (torch.int32, torch.int64)
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-SCALARS = {"int": (0, 1, -1, 2**31 - 1), "float": (0.0, 1.0)}   # the values `scalar` caches, by dtype kind
+SCALARS = {"int": (0, 1, -1, 2**31 - 1), "float": (0.0, 1.0, float("-inf"))}   # what `scalar` caches, by kind
 WARM_IOTA = 1 << 16                        # the arange `warm_up` makes per index dtype; `iota` grows it
 
 _IOTAS: dict = {}
@@ -115,6 +115,8 @@ CONSTANTS = {
     **{f"zero_column_{str(d)[6:]}": (lambda d: lambda device: torch.zeros((2, 1), device=device, dtype=d))(d)
        for d in INDEX_DTYPES},                                                                # [[0], [0]]
     "zero_int32": lambda device: torch.zeros(1, device=device, dtype=torch.int32),
+    **{f"{name}_float32": (lambda v: lambda device: torch.full((), v, device=device))(v)
+       for name, v in (("nan", float("nan")), ("inf", float("inf")))},                       # 0-dim f32
 }
 
 _CONSTANTS: dict = {}

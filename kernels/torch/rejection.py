@@ -3,8 +3,11 @@ outside checked mode, a fixed and small number of launches per call.
 
 Verification runs on a grid of cells (request r, slot j): a row emits its cells while they are "good"
 (accepted), then the first cell that is not (the alternative of the first rejected draft, or the bonus in
-slot n[r]); see `emit`. Probability tables [*, V] are read in as few full passes as eager Torch allows:
-the scores table is built once and reduced by `first_max`.
+slot n[r]); see `emit`. Probability tables [*, V] are read in as few full passes as eager Torch allows
+(`bench/torch_passes.py` counts them): the scores table is built once (its noise rows broadcast on a grid
+of equal requests) and reduced by `first_max` in three passes. The NaN rule costs one table write that no
+reduction can spare: every ATen reduction lets NaN win or ranks it above +inf, and eager ops cannot be
+limited to the rows that hold a NaN without reading a count back.
 """
 from __future__ import annotations
 
@@ -25,14 +28,18 @@ RATIO, STRICT, STRICT_Q0 = "ratio", "strict", "strict_q0"
 
 def first_max(scores: torch.Tensor, owned: bool = False) -> torch.Tensor:
     """Per row of f32 scores [..., V]: the lowest index attaining the largest non-NaN value, 0 when a row
-    is all NaN (the oracle's rule; torch.argmax lets NaN win). Four passes: the non-NaN mask, NaN -> -inf
-    (in place when `owned`), one max reduction (it returns the first index of a tie; -0.0 ties +0.0),
-    and the mask's first set index, the answer of rows whose maximum is -inf (only -inf and NaN there:
-    the first -inf, or 0 when all NaN)."""
-    numbers = scores == scores
+    is all NaN (the oracle's rule; torch.max lets NaN win). Three passes: the row minimum of the int32
+    view, NaN -> -inf (in place when `owned`), one max reduction (the first index of a tie, whose value it
+    returns; -0.0 ties +0.0). The int32 minimum decides rows whose largest non-NaN value is -inf (or that
+    have none): there -inf's pattern is the smallest (a NaN's is above it), so its index is the first -inf;
+    such a row's cleaned maximum is -inf at index 0, right when the row is all NaN. It is taken exactly
+    when its pattern is the maximum's: elsewhere that means every non-NaN value is the maximum itself, or
+    the maximum is -0.0 (the first zero) or negative (the int32 minimum of negative floats is the largest),
+    so both indices agree."""
+    lowest, first_low = scores.view(torch.int32).min(-1)      # read before the table is cleaned
     clean = (scores.nan_to_num_ if owned else scores.nan_to_num)(nan=-INF, posinf=INF, neginf=-INF)
     best, index = clean.max(-1)
-    return torch.where(best == -INF, numbers.view(torch.uint8).argmax(-1), index)
+    return torch.where(lowest == best.view(torch.int32), first_low, index)
 
 
 def in_vocab(drafts: torch.Tensor, vocab: int, index: bool = True):
@@ -47,20 +54,34 @@ def at_drafts(table: torch.Tensor, safe: torch.Tensor) -> torch.Tensor:
     return rows[iota(rows.shape[0], table), safe.reshape(-1)].view(safe.shape)
 
 
-def recovery_scores(target, draft_probs, valid, safe, noise, noise_at_draft, greedy=None) -> torch.Tensor:
+def request_grid(tokens: int, batch: int, spec) -> tuple[int, int] | None:
+    """(B, S) when a flattened batch is the grid of B requests of S drafts each: T == B * S with the
+    `max_spec_len` S given, since no request has more than S drafts (its tokens [T, V] are then [B, S, V]
+    rows, every noise row a broadcast). None otherwise."""
+    if spec is None or batch == 0 or tokens != batch * spec:
+        return None
+    return batch, spec
+
+
+def recovery_scores(target, draft_probs, valid, safe, noise, noise_at_draft, greedy=None,
+                    noise_owned: bool = True) -> torch.Tensor:
     """A new f32 table [..., V] of the oracle's scores residual * noise per token (`noise` broadcasts
-    against `target`; a new table it is may be overwritten). valid, safe: `in_vocab` of the drafts
-    (safe as an int64 index); `noise_at_draft()` gives the noise at each safe draft. `greedy` (bool per
-    token, None: none) picks tokens that keep their target row instead (their noise must then be 1)."""
+    against `target`; when `noise_owned` and of target's shape it is overwritten). valid, safe: `in_vocab`
+    of the drafts (safe as an int64 index); `noise_at_draft()` gives the noise at each safe draft. `greedy`
+    (bool per token, None: none) picks tokens that keep their target row instead (their noise must then
+    be 1): with draft probs they subtract 0 (p - 0 is p, bit for bit) and are clamped at -inf (a no-op)."""
     if draft_probs is not None:
-        scores = torch.sub(target, draft_probs)
         if greedy is None:
+            scores = torch.sub(target, draft_probs)
             scores.clamp_min_(0)                     # NaN stays NaN, like where(diff < 0, 0, diff)
         else:
-            torch.where(greedy[..., None], target, scores.clamp_min_(0), out=scores)
+            mask, zero = greedy[..., None], scalar(0.0, target, target.dtype)
+            scores = torch.where(mask, zero, draft_probs)
+            torch.sub(target, scores, out=scores)
+            scores.clamp_min_(torch.where(mask, scalar(-INF, target, target.dtype), zero))
         return scores.mul_(noise)
     at_draft = noise_at_draft()                       # before `noise` may be overwritten below
-    scores = noise.mul_(target) if noise.shape == target.shape else torch.mul(target, noise)
+    scores = noise.mul_(target) if noise_owned and noise.shape == target.shape else torch.mul(target, noise)
     if greedy is not None:
         valid = valid > greedy                        # valid and not greedy
     own = at_drafts(target, safe)
@@ -207,22 +228,37 @@ def random_strict_q0(**fields) -> None:
 
 def recovered(*, cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids,
               max_spec_len=None):
-    """See `specverify.oracles.rejection.recovered` (one program per token: the hint is not needed)."""
+    """See `specverify.oracles.rejection.recovered` (one program per token: the hint is not needed, but
+    on a grid of equal requests (`request_grid`) each noise row is broadcast to its tokens, not copied)."""
     check_recovered(cu_num_draft_tokens, draft_token_ids, draft_probs, target_probs, inv_q, recovered_token_ids,
                     values=reads_values(cu_num_draft_tokens), max_spec_len=max_spec_len)
     tokens = draft_token_ids.shape[0]
-    if tokens:
-        request = token_requests(cu_num_draft_tokens, tokens)
-        noise = inv_q.index_select(0, request)
-        valid, safe = in_vocab(draft_token_ids, inv_q.shape[1])
+    if not tokens:
+        return
+    batch, vocab = inv_q.shape
+    valid, safe = in_vocab(draft_token_ids, vocab)
+    grid = request_grid(tokens, batch, max_spec_len)
+    if grid is None:
+        noise = inv_q.index_select(0, token_requests(cu_num_draft_tokens, tokens))
         scores = recovery_scores(target_probs, draft_probs, valid, safe, noise, lambda: at_drafts(noise, safe))
-        recovered_token_ids.copy_(first_max(scores, owned=True))
+    else:
+        valid, safe = valid.view(grid), safe.view(grid)
+        scores = recovery_scores(target_probs.view(*grid, vocab), on_grid(draft_probs, grid), valid, safe,
+                                 inv_q[:, None], lambda: inv_q.gather(1, safe), noise_owned=False)
+    recovered_token_ids.copy_(first_max(scores, owned=True).view(tokens))
+
+
+def on_grid(table, grid):
+    """A [T, V] table (or None) as [B, S, V] rows (a view)."""
+    return None if table is None else table.view(*grid, table.shape[-1])
 
 
 def sample(*, draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs, bonus_token_ids,
            is_greedy, uniform_probs, inv_q, output_token_ids):
     """See `specverify.oracles.rejection.sample`: one scores table (the target row for greedy tokens,
-    the recovery scores for the others), one `first_max`, one verification writing every row."""
+    the recovery scores for the others: the noise of a greedy row is 1), one `first_max`, one
+    verification writing every row. A grid of equal requests (`request_grid`) broadcasts each noise row
+    to its tokens."""
     batch, _ = check_sample(draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,
                             bonus_token_ids, is_greedy, uniform_probs, inv_q, output_token_ids,
                             values=reads_values(cu_num_draft_tokens))
@@ -234,20 +270,29 @@ def sample(*, draft_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, t
         alternatives = first_max(target_probs)
         accepted = drafts == alternatives
     else:
-        request = token_requests(cu_num_draft_tokens, tokens)
-        greedy_token = is_greedy[request]
-        # greedy tokens take a row of ones as their noise: target * 1 is the target, bit for bit
-        noise_rows = torch.cat((inv_q, scalar(1.0, inv_q, inv_q.dtype).expand(1, inv_q.shape[1])))
-        noise = noise_rows.index_select(0, torch.where(greedy_token, iota(batch + 1, inv_q)[batch], request))
-        valid, safe = in_vocab(drafts, inv_q.shape[1])
-        scores = recovery_scores(target_probs, draft_probs, valid, safe, noise, lambda: at_drafts(noise, safe),
-                                 greedy_token)
+        vocab = inv_q.shape[1]
+        # greedy rows take a row of ones as their noise: target * 1 is the target, bit for bit
+        noise = torch.where(is_greedy[:, None], scalar(1.0, inv_q, inv_q.dtype), inv_q)
+        valid, safe = in_vocab(drafts, vocab)
+        grid = request_grid(tokens, batch, max_spec_len)
+        if grid is None:
+            request = token_requests(cu_num_draft_tokens, tokens)
+            greedy_token = is_greedy[request]
+            noise = noise.index_select(0, request)
+            target, draft, uniform = target_probs, draft_probs, uniform_probs
+            scores = recovery_scores(target, draft, valid, safe, noise, lambda: at_drafts(noise, safe), greedy_token)
+        else:
+            greedy_token = is_greedy[:, None].expand(grid)
+            drafts, uniform = drafts.view(grid), uniform_probs.view(grid)
+            valid, safe = valid.view(grid), safe.view(grid)
+            target, draft = target_probs.view(*grid, vocab), on_grid(draft_probs, grid)
+            scores = recovery_scores(target, draft, valid, safe, noise[:, None], lambda: noise.gather(1, safe),
+                                     greedy_token)
         alternatives = first_max(scores, owned=True)
-        accepted = torch.where(greedy_token, drafts == alternatives,
-                               accepts(valid, safe, target_probs, draft_probs, uniform_probs))
+        accepted = torch.where(greedy_token, drafts == alternatives, accepts(valid, safe, target, draft, uniform))
     src = flat_source(tokens, batch, alternatives)
-    src[0, :tokens].copy_(accepted)
-    torch.where(accepted, drafts, alternatives, out=src[1, :tokens])
+    src[0, :tokens].copy_(accepted.view(tokens))
+    torch.where(accepted, drafts, alternatives, out=src[1, :tokens].view(accepted.shape))
     source_tail(src, bonus_token_ids)
     verify_flat(output_token_ids, cu_num_draft_tokens, src, None, fill=True)
 

@@ -2,14 +2,15 @@
 
 Acceptance is decided for every draft at once ([B, K] gathers of p and q at the drafts); the first
 rejection of each row selects the one row of V per request the pick reads (the residual row, or p_K),
-which is gathered, cleaned, scanned by one cumsum and searched. Only the emitted slots are written.
+which is gathered, cleaned in place (`pick_rows`), scanned by one cumsum and searched. Only the emitted
+slots are written.
 """
 from __future__ import annotations
 
 import torch
 
 from specverify.kernels.checks import reads_values, validate
-from specverify.kernels.torch.layout import iota, scalar
+from specverify.kernels.torch.layout import constant, iota, scalar
 from specverify.oracles.rejection_cdf import check_chain_cdf
 
 
@@ -29,17 +30,24 @@ def accepted_drafts(candidates, target_probs, draft_probs, uniform_samples, q_ra
 def pick_rows(target_probs, draft_probs, num, q_range: bool) -> torch.Tensor:
     """[B, V] f32: each request's residual at its first rejected position num (p as it stands when
     num == K): max(p - q', 0) with a NaN difference as 0; q' = q where 0 <= q <= 1 else 0 (q_range),
-    or q with only NaN zeroed."""
+    or q with only NaN zeroed. Four passes on the gathered draft row, each in place: q' by a NaN-dropping
+    max with 0 (for q_range) and a select of q <= hi (NaN and what is out of range fail it; hi = NaN for
+    the rows whose K drafts were all accepted, so their q' is 0 and p - 0 is p), the difference, and a
+    NaN-dropping max with lo (0, or NaN for those rows: fmax(x, NaN) is x, so p stands)."""
     batch, k = draft_probs.shape[:2]
     rows = iota(batch, num)
     p = target_probs[rows, num]
     if k == 0:
         return p
     q = draft_probs[rows, num.clamp(max=k - 1)]
-    kept = ((q >= 0) & (q <= 1)) if q_range else (q == q)
-    diff = p - torch.where(kept, q, scalar(0.0, q, q.dtype))
-    res = torch.where(diff > 0, diff, scalar(0.0, diff, diff.dtype))      # NaN and negatives -> 0
-    return torch.where((num < k)[:, None], res, p)
+    rejected = (num < k)[:, None]
+    zero, nan = scalar(0.0, q, q.dtype), constant("nan_float32", q)
+    if q_range:
+        torch.fmax(q, zero, out=q)
+    hi = torch.where(rejected, scalar(1.0, q, q.dtype) if q_range else constant("inf_float32", q), nan)
+    torch.where(q <= hi, q, zero, out=q)
+    torch.sub(p, q, out=q)
+    return torch.fmax(q, torch.where(rejected, zero, nan), out=q)
 
 
 def first_crossing(res, u_final) -> torch.Tensor:
@@ -47,9 +55,10 @@ def first_crossing(res, u_final) -> torch.Tensor:
     positive, which the exact contract implies), V - 1 when none does."""
     sums = res.cumsum(-1)
     t = u_final * sums[:, -1]
-    hits = (sums > t[:, None]) & (res > 0)
-    found = hits.any(-1)
-    return torch.where(found, hits.to(torch.uint8).argmax(-1), res.shape[-1] - 1)
+    hits = torch.gt(sums, t[:, None]).logical_and_(res > 0)
+    first = hits.view(torch.uint8).argmax(-1)
+    found = hits[iota(res.shape[0], first), first]
+    return torch.where(found, first, res.shape[-1] - 1)
 
 
 def chain_cdf(*, candidates, target_probs, draft_probs, uniform_samples, uniform_final, predicts, accept_index,
