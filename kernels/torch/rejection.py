@@ -17,7 +17,7 @@ from specverify.kernels.torch.layout import as_flags, constant, iota, low_bits, 
 from specverify.oracles.rejection import (PLACEHOLDER, check_expand, check_greedy, check_greedy_padded,
                                           check_random, check_recovered, check_sample, check_sample_padded)
 
-INF = float("inf")
+INF, NAN = float("inf"), float("nan")
 # `accepts`' rule: the record's `p / q >= u`; dialect `strict`'s `f32(u) * q < p` with q in (0, 1]; `strict_q0`'s
 # without the range test
 RATIO, STRICT, STRICT_Q0 = "ratio", "strict", "strict_q0"
@@ -82,8 +82,8 @@ def accepts(valid, safe, target, draft_probs, uniform, rule: str = RATIO, out=No
             tests += [q > 0, q <= 1]
     elif q is None:
         tests = [valid, p >= uniform]                # compared in f64
-    else:
-        tests = [valid, q > 0, p / q >= uniform]
+    else:   # q <= 0 (and NaN) made NaN in one op: its ratio is NaN and rejects, as q > 0 would
+        tests = [valid, p / torch.nn.functional.threshold(q, 0.0, NAN) >= uniform]
     accepted = functools.reduce(torch.logical_and, tests[:-1])
     return torch.logical_and(accepted, tests[-1], out=out)
 
@@ -186,13 +186,24 @@ def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_le
                             target_probs, recovered_token_ids, uniform_probs, is_greedy, output_token_ids,
                             values=reads_values(cu_num_draft_tokens))
     if batch:
-        tokens = draft_token_ids.shape[0]
-        src = flat_source(tokens, batch, draft_token_ids, recovered_token_ids.dtype)
-        accepted = accepts(*in_vocab(draft_token_ids, target_probs.shape[-1], index=False), target_probs,
-                           draft_probs, uniform_probs, rule, out=src[0, :tokens])    # good: 0/1 in place
-        torch.where(as_flags(accepted), draft_token_ids, recovered_token_ids, out=src[1, :tokens])
-        source_tail(src, bonus_token_ids)
-        verify_flat(output_token_ids, cu_num_draft_tokens, src, None, fill=False, skip=is_greedy)
+        verify_random(draft_token_ids, bonus_token_ids, cu_num_draft_tokens, draft_probs, target_probs,
+                      recovered_token_ids, uniform_probs, is_greedy, output_token_ids, rule)
+
+
+def verify_random(drafts, bonus, cu, draft_probs, target_probs, recovered, uniform, is_greedy, out, rule) -> None:
+    """`random`'s verification of B > 0 rows, all int32 but the bonus: the source is int32 [2, T + 2B], row 0
+    [good per token | 0 per request | start(r) per request], row 1 [emitted value per token | bonus per
+    request | unused]. The good run is written in place; the values (accepted draft or recovered id) are
+    made apart, so that everything after the good run is one int32 cat (one launch) with the starts."""
+    tokens, batch = drafts.shape[0], bonus.shape[0]
+    src = torch.empty((2, tokens + 2 * batch), device=bonus.device, dtype=torch.int32)
+    accepted = accepts(*in_vocab(drafts, target_probs.shape[-1], index=False), target_probs, draft_probs,
+                       uniform, rule, out=src[0, :tokens])                    # good: 0/1 in place
+    values = torch.where(as_flags(accepted), drafts, recovered)
+    torch.cat((zeros(batch + 1, cu, torch.int32), cu[:-1], values, low_bits(bonus, torch.int32)),
+              out=src.view(-1)[tokens:3 * batch + 2 * tokens])
+    grid = src[:, flat_grid(cu, tokens, out.shape[1], src[0, tokens + batch:])]
+    emit(out, grid[0], grid[1], None, fill=False, skip=is_greedy)
 
 
 def random_strict(**fields) -> None:
