@@ -15,7 +15,7 @@ import math
 import torch
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.layout import as_flags, iota, pair_rows, scalar
+from specverify.kernels.torch.layout import as_flags, iota, low_bits, pair_rows, scalar
 from specverify.oracles import kv as oracle
 
 BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
@@ -114,11 +114,12 @@ def accept_out_cache_loc(*, accept_index, out_cache_loc, accepted_out_cache_loc)
 def assign_req_to_token(*, req_pool_indices, start_offset, end_offset, out_cache_loc, req_to_token):
     """See `specverify.oracles.kv.assign_req_to_token`. Over every entry i of out_cache_loc (no host
     sync for the sum of lengths): its request b is the first whose inclusive running length passes i
-    (the last request for entries past the sum, which write nothing), and its element is
-    base[b] + i * column stride, base[b] = row stride * row(b) + column stride * (end(b) - running length
-    to b's end). The table is changed by one `index_add_` of new - old at each written element (int32
-    adds wrap, so old + (new - old) is new) and of 0 at a clamped element for the rest, which keeps any
-    row stride."""
+    (the last request for entries past the sum, which write nothing), and its element, in units of g =
+    gcd(row stride, column stride), is base[b] + i * column step, base[b] = row step * row(b) + column step
+    * (end(b) - running length to b's end), steps being strides / g. The table's elements are changed as
+    `commit_draft` changes slots: one `index_reduce_` ("prod") by 0 at each written element, by 1 at a
+    clamped element for the rest, and one `index_add_` of the slot (stored as int32: its low 32 bits) or
+    of 0."""
     oracle.check_assign_req_to_token(req_pool_indices, start_offset, end_offset, out_cache_loc, req_to_token,
                                      values=reads_values(start_offset))
     batch, slots = req_pool_indices.shape[0], out_cache_loc.shape[0]
@@ -128,7 +129,8 @@ def assign_req_to_token(*, req_pool_indices, start_offset, end_offset, out_cache
     running = pair_rows(batch, end_offset)                  # both rows the lengths: one cumsum launch
     torch.sub(end_offset.expand(2, batch), start_offset, out=running)
     ends = running.cumsum(1)[0]
-    s_row, s_col = req_to_token.stride()
+    g = math.gcd(*req_to_token.stride())
+    s_row, s_col = (stride // g for stride in req_to_token.stride())
     shift = end_offset - ends                               # column of entry i: i + shift[b]
     if s_col == 1 or s_row != 1:
         base = torch.add(shift if s_col == 1 else shift * s_col, req_pool_indices, alpha=s_row)
@@ -137,8 +139,9 @@ def assign_req_to_token(*, req_pool_indices, start_offset, end_offset, out_cache
     entry = iota(slots, out_cache_loc)
     owner = torch.searchsorted(ends[:-1], entry, right=True)
     span = 1 + (rows - 1) * s_row + (width - 1) * s_col
-    table = req_to_token.as_strided((span,), (1,))
+    table = req_to_token.as_strided((span,), (g,))
     place = torch.add(base[owner], entry, alpha=s_col).clamp_(0, span - 1)
-    old = table[place]
-    delta = torch.sub(out_cache_loc, old, out=torch.empty_like(old))   # stored as int32: the low 32 bits
-    table.index_add_(0, place, torch.where(entry < ends[-1], delta, scalar(0, old, torch.int32), out=delta))
+    keep = torch.ge(entry, ends[-1:], out=torch.empty(slots, device=entry.device, dtype=torch.int32))
+    table.index_reduce_(0, place, keep, "prod")
+    table.index_add_(0, place, torch.where(as_flags(keep), scalar(0, keep, torch.int32),
+                                           low_bits(out_cache_loc, torch.int32)))
