@@ -69,6 +69,12 @@ def recovery_scores(target, draft_probs, valid, safe, noise, noise_at_draft, gre
     return scores.scatter_(-1, safe[..., None], cell[..., None])
 
 
+def positive(q: torch.Tensor) -> torch.Tensor:
+    """q where q > 0, else NaN (one launch): a ratio or product with it is NaN and fails every comparison,
+    as the test q > 0 would."""
+    return torch.nn.functional.threshold(q, 0.0, NAN)
+
+
 def accepts(valid, safe, target, draft_probs, uniform, rule: str = RATIO, out=None) -> torch.Tensor:
     """Per token: a valid draft and, by `rule`, q > 0 and f64(f32(p / q)) >= u (RATIO), or f32(f32(u) * q) < p
     with q in (0, 1] (STRICT) or any q (STRICT_Q0); q = 1 without draft probs. valid, safe: `in_vocab` of
@@ -77,13 +83,16 @@ def accepts(valid, safe, target, draft_probs, uniform, rule: str = RATIO, out=No
     q = None if draft_probs is None else at_drafts(draft_probs, safe)
     if rule != RATIO:
         u = uniform.to(torch.float32)                # rounded to nearest
-        tests = [valid, (u if q is None else u * q) < p]
-        if rule == STRICT and q is not None:
-            tests += [q > 0, q <= 1]
+        if q is None:
+            tests = [valid, u < p]
+        elif rule == STRICT:
+            tests = [valid, q <= 1, u * positive(q) < p]
+        else:
+            tests = [valid, u * q < p]
     elif q is None:
         tests = [valid, p >= uniform]                # compared in f64
-    else:   # q <= 0 (and NaN) made NaN in one op: its ratio is NaN and rejects, as q > 0 would
-        tests = [valid, p / torch.nn.functional.threshold(q, 0.0, NAN) >= uniform]
+    else:
+        tests = [valid, p / positive(q) >= uniform]
     accepted = functools.reduce(torch.logical_and, tests[:-1])
     return torch.logical_and(accepted, tests[-1], out=out)
 
