@@ -35,14 +35,19 @@ def first_max(scores: torch.Tensor, owned: bool = False) -> torch.Tensor:
     return torch.where(best == -INF, numbers.view(torch.uint8).argmax(-1), index)
 
 
-def in_vocab(drafts: torch.Tensor, vocab: int, index: bool = True):
-    """(whether each draft is an id in [0, V), the draft clamped into [0, V); int64 when `index`)."""
-    safe = drafts.clamp(0, vocab - 1)
-    return safe == drafts, (safe.long() if index else safe)
+def in_vocab(drafts: torch.Tensor, vocab: int):
+    """(whether each draft is an id in [0, V), the draft clamped into [0, V) as int64, in one launch: CUDA
+    copies an int32 index of advanced indexing to int64 first). The bounds are 0-dim views of the cached
+    arange (the Tensor form of clamp casts into its `out`; the Scalar form does not)."""
+    bounds = iota(vocab, drafts)
+    safe = torch.clamp(drafts, bounds[0], bounds[vocab - 1],
+                       out=torch.empty(drafts.shape, device=drafts.device, dtype=torch.long))
+    return safe == drafts, safe
 
 
 def at_drafts(table: torch.Tensor, safe: torch.Tensor) -> torch.Tensor:
-    """table[..., safe] per position in one launch (advanced indexing takes int32 ids; no cast)."""
+    """table[..., safe] per position in one launch (`safe` int64, like the row index: CUDA copies an int32
+    index to int64 first)."""
     rows = table.reshape(-1, table.shape[-1])
     return rows[iota(rows.shape[0], table), safe.reshape(-1)].view(safe.shape)
 
@@ -206,7 +211,7 @@ def verify_random(drafts, bonus, cu, draft_probs, target_probs, recovered, unifo
     made apart, so that everything after the good run is one int32 cat (one launch) with the starts."""
     tokens, batch = drafts.shape[0], bonus.shape[0]
     src = torch.empty((2, tokens + 2 * batch), device=bonus.device, dtype=torch.int32)
-    accepted = accepts(*in_vocab(drafts, target_probs.shape[-1], index=False), target_probs, draft_probs,
+    accepted = accepts(*in_vocab(drafts, target_probs.shape[-1]), target_probs, draft_probs,
                        uniform, rule, out=src[0, :tokens])                    # good: 0/1 in place
     values = torch.where(as_flags(accepted), drafts, recovered)
     torch.cat((zeros(batch + 1, cu, torch.int32), cu[:-1], values, low_bits(bonus, torch.int32)),
