@@ -73,11 +73,11 @@ def commit_draft(*, key, value, slot_mapping, accepted_mask, layout, k_scale, v_
     keep = torch.ge(slot_mapping < 0, accepted_mask, out=torch.empty(tokens, device=key.device, dtype=bits))
     target = torch.maximum(slot_mapping, scalar(0, slot_mapping, slot_mapping.dtype),   # int64, in one launch
                            out=torch.empty(tokens, device=key.device, dtype=torch.long))
-    keep_rows, zero = keep[:, None, None], scalar(0, keep, bits)
+    keep_rows = keep[:, None, None]
     if cache_dtype in FP8:
-        new = torch.where(as_flags(keep_rows), zero, quantized(key, value, k_scale, v_scale, cache_dtype))
+        new = quantized(key, value, k_scale, v_scale, cache_dtype).masked_fill_(as_flags(keep_rows), 0)
     else:
-        new = [torch.where(as_flags(keep_rows), zero, source.view(bits)) for source in (key, value)]
+        new = [source.view(bits).masked_fill(as_flags(keep_rows), 0) for source in (key, value)]
     indexes = {}   # (scale, step) -> slot index: caches of one layout share theirs
     for cache, change in zip((key_cache, value_cache), new):
         view, scale, step = slot_view(slot_rows(cache, layout))
