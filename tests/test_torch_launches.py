@@ -30,7 +30,7 @@ ABOVE_MOST = {   # stage: what its Torch kernel still spends past MOST launches
     "kv.assign_req_to_token": "the running lengths (3), the request search and its base, the element (2), and the "
                               "masked prod-then-add of the table (4); 12 when a stride divides the other",
     "kv.commit_draft": "fp8 quantizing (4 more) and a strided slot index (1 to 5 more); 9 for row slots of the key dtype",
-    "stop.spec_stopping": "counting the emitted tokens when num_rejected_tokens is None (10 with it)",
+    "stop.spec_stopping": "counting the emitted tokens (ne, sum) when num_rejected_tokens is None (10 with it)",
     "graph.dsa_indexer_metadata": "a copy of strided offsets to search (10 for contiguous ones)",
 }
 
