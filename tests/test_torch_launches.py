@@ -22,13 +22,15 @@ HOST_COPIES = {"output.spec_metadata": 1}   # its host-list input copied to the 
 MOST = 10
 ABOVE_MOST = {   # stage: what its Torch kernel still spends past MOST launches
     "rejection.greedy": "an is_greedy mask is one more op on the verified grid (9 without it)",
-    "rejection.random": "the acceptance test (vocab range, two table reads, q > 0, ratio) before verification",
+    "rejection.random": "the acceptance test (8: vocab range 2, two table reads, q > 0 as NaN, ratio, test, and) "
+                        "and the verification (10: values, source, grid 3, gather, first, written, greedy, write)",
     "eagle.copy_and_expand_inputs": "five outputs, each computed then written where live",
     "eagle.verify_and_prepare_padded": "greedy verification (11), the last valid id (8) and the prepared counts (6)",
     "eagle.step_slot_mapping": "the block (div, clamp), its read, the slot (remainder, add, -1 where); the padded rows' fill",
-    "kv.assign_req_to_token": "the request search, the element and the read-modify-add of the table (13 when a stride is 1, 14 with both column and row steps)",
-    "kv.commit_draft": "fp8 quantizing and strided element offsets (10 for row slots of the key dtype)",
-    "stop.spec_stopping": "counting the emitted tokens when num_rejected_tokens is None (10 with it)",
+    "kv.assign_req_to_token": "the running lengths (3), the request search and its base, the element (2), and the "
+                              "masked prod-then-add of the table (4); 12 when a stride divides the other",
+    "kv.commit_draft": "fp8 quantizing (4 more) and a strided slot index (1 to 5 more); 9 for row slots of the key dtype",
+    "stop.spec_stopping": "counting the emitted tokens (ne, sum) when num_rejected_tokens is None (10 with it)",
     "graph.dsa_indexer_metadata": "a copy of strided offsets to search (10 for contiguous ones)",
 }
 

@@ -1,17 +1,21 @@
-"""Torch kernel of the `kv` family: one atomic add per cache, no per-token loop, no host sync on CUDA
+"""Torch kernel of the `kv` family: two atomic passes per cache, no per-token loop, no host sync on CUDA
 outside checked mode.
 
 How it writes only the selected tokens without learning how many there are (that would sync): every
-token adds a delta to the bits of one cache row with `index_add_` (integer adds wrap, so old + (new -
-old) is new, bit for bit). A written token adds new - old at its own slot (written slots are distinct:
-two would be invalid input); any other token adds 0 at slot max(slot, 0), which changes nothing.
+token takes part in one `index_reduce_` ("prod") and one `index_add_` on the integer bits of one cache
+slot. A written token multiplies its slot's bits by 0, then adds its new bits (integer adds of bits: 0 +
+new is new, bit for bit); any other token multiplies by 1 and adds 0 at slot max(slot, 0), which changes
+nothing, even at a slot a written token clears and fills (written slots are distinct: two would be
+invalid input).
 """
 from __future__ import annotations
+
+import math
 
 import torch
 
 from specverify.kernels.checks import reads_values
-from specverify.kernels.torch.layout import iota, pair_rows, scalar
+from specverify.kernels.torch.layout import as_flags, iota, low_bits, pair_rows, scalar
 from specverify.oracles import kv as oracle
 
 BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
@@ -36,68 +40,54 @@ def slot_rows(cache: torch.Tensor, layout: str) -> torch.Tensor:
     return bits if layout == "NHD" else bits.transpose(1, 2)
 
 
-def row_view(rows: torch.Tensor) -> tuple[torch.Tensor, bool]:
-    """Where one slot's [H, D] bits are addressed by one index: (rows as [slots, H, D], True) when the
-    block and offset axes merge; else (the cache's elements as one flat run, False)."""
-    blocks, size, heads, dim = rows.shape
-    strides = rows.stride()
-    if strides[0] == size * strides[1]:
-        return rows.as_strided((blocks * size, heads, dim), strides[1:]), True
-    span = 1 + sum((n - 1) * s for n, s in zip(rows.shape, strides))
-    return rows.as_strided((span,), (1,)), False
-
-
-def element_index(rows: torch.Tensor, target: torch.Tensor, block: torch.Tensor, block_size: int) -> torch.Tensor:
-    """[T, H, D] flat element offsets of each target slot's rows in `rows`' storage run (int64 target and
-    its block target // block_size): block * s_block + (target - block * block_size) * s_offset, plus
-    the [H, D] offsets h * s_head + d * s_dim, which are a strided view of the cached arange (no launch)."""
+def slot_view(rows: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+    """(view, scale, step): `rows` [NB, BS, H, D] as a view [L, H, D] whose row scale * slot + step * block
+    is slot (block, offset)'s [H, D] (slot = block * BS + offset). Its row stride g is the gcd of the block
+    and offset strides, so rows may overlap (HND, padded blocks): each slot's elements are still its own.
+    scale 1 and step 0 when the block and offset axes merge."""
     s_block, s_offset, s_head, s_dim = rows.stride()
-    _, _, heads, dim = rows.shape
-    inner = iota(1 + (heads - 1) * s_head + (dim - 1) * s_dim, target).as_strided((heads, dim), (s_head, s_dim))
-    out = torch.empty((target.shape[0], heads, dim), device=target.device, dtype=torch.long)
-    if s_block % s_offset == 0:   # the slot's offset in s_offset units, scaled by the final add
-        return torch.add(inner, torch.add(target, block, alpha=s_block // s_offset - block_size)[:, None, None],
-                         alpha=s_offset, out=out)
-    return torch.add(inner, torch.add(target * s_offset, block, alpha=s_block - block_size * s_offset)[:, None, None],
-                     out=out)
+    blocks, size, heads, dim = rows.shape
+    g = math.gcd(s_block, s_offset)
+    scale, step = s_offset // g, s_block // g - size * (s_offset // g)
+    length = ((blocks - 1) * s_block + (size - 1) * s_offset) // g + 1
+    return rows.as_strided((length, heads, dim), (g, s_head, s_dim)), scale, step
+
+
+def slot_index(target: torch.Tensor, block: torch.Tensor | None, scale: int, step: int) -> torch.Tensor:
+    """scale * target + step * block (`block` = target // BS; unused when step is 0)."""
+    scaled = target if scale == 1 else target * scale
+    return scaled if step == 0 else torch.add(scaled, block, alpha=step)
 
 
 def commit_draft(*, key, value, slot_mapping, accepted_mask, layout, k_scale, v_scale, key_cache, value_cache):
-    """See `specverify.oracles.kv.commit_draft`. Keys and values go through each step together, stacked
-    as [2, T, H, D]."""
+    """See `specverify.oracles.kv.commit_draft`. The flag `keep` (1: not written) is the factor of
+    each token's slot and masks its new bits; both caches share it and the slot index."""
     _, block_size = oracle.check_commit_draft(key, value, slot_mapping, accepted_mask, layout, k_scale, v_scale,
                                               key_cache, value_cache, values=reads_values(slot_mapping))
     tokens = key.shape[0]
     if tokens == 0 or key_cache.numel() == 0:   # nothing can be written (a slot needs a cache)
         return
     cache_dtype = str(key_cache.dtype).removeprefix("torch.")
-    written = (slot_mapping >= 0) & accepted_mask
+    bits = BITS[key_cache.element_size()]
+    # not written: no slot, or not accepted; in the caches' bits dtype, the factor of `index_reduce_`
+    keep = torch.ge(slot_mapping < 0, accepted_mask, out=torch.empty(tokens, device=key.device, dtype=bits))
     target = torch.maximum(slot_mapping, scalar(0, slot_mapping, slot_mapping.dtype),   # int64, in one launch
                            out=torch.empty(tokens, device=key.device, dtype=torch.long))
-    bits = BITS[key_cache.element_size()]
+    keep_rows = keep[:, None, None]
     if cache_dtype in FP8:
-        new = quantized(key, value, k_scale, v_scale, cache_dtype)
+        new = quantized(key, value, k_scale, v_scale, cache_dtype).masked_fill_(as_flags(keep_rows), 0)
     else:
-        new = torch.stack((key, value)).view(bits)
-    old = torch.empty_like(new)
-    places, indexes = [], {}
-    for i, cache in enumerate((key_cache, value_cache)):
-        rows = slot_rows(cache, layout)
-        view, merged = row_view(rows)
-        if merged:
-            index = target
-        else:   # one flat index (int64 target: offsets can pass 2**31) per distinct stride set
-            index = indexes.get(rows.stride())
-            if index is None:
-                if "block" not in indexes:
-                    indexes["block"] = torch.div(target, block_size, rounding_mode="floor")
-                index = element_index(rows, target, indexes["block"], block_size).view(-1)
-                indexes[rows.stride()] = index
-        torch.index_select(view, 0, index, out=old[i] if merged else old[i].view(-1))
-        places.append((view, index, merged))
-    delta = torch.sub(new, old, out=old).mul_(written[:, None, None])   # integer adds wrap: 0 where not written
-    for (view, index, merged), change in zip(places, delta):
-        view.index_add_(0, index, change if merged else change.reshape(-1))
+        new = [source.view(bits).masked_fill(as_flags(keep_rows), 0) for source in (key, value)]
+    indexes = {}   # (scale, step) -> slot index: caches of one layout share theirs
+    for cache, change in zip((key_cache, value_cache), new):
+        view, scale, step = slot_view(slot_rows(cache, layout))
+        if step and "block" not in indexes:
+            indexes["block"] = torch.div(target, block_size, rounding_mode="floor")
+        index = indexes.get((scale, step))
+        if index is None:
+            index = indexes[scale, step] = slot_index(target, indexes.get("block"), scale, step)
+        view.index_reduce_(0, index, keep_rows.expand(change.shape), "prod")
+        view.index_add_(0, index, change)
 
 
 def accept_out_cache_loc(*, accept_index, out_cache_loc, accepted_out_cache_loc):
@@ -124,11 +114,12 @@ def accept_out_cache_loc(*, accept_index, out_cache_loc, accepted_out_cache_loc)
 def assign_req_to_token(*, req_pool_indices, start_offset, end_offset, out_cache_loc, req_to_token):
     """See `specverify.oracles.kv.assign_req_to_token`. Over every entry i of out_cache_loc (no host
     sync for the sum of lengths): its request b is the first whose inclusive running length passes i
-    (the last request for entries past the sum, which write nothing), and its element is
-    base[b] + i * column stride, base[b] = row stride * row(b) + column stride * (end(b) - running length
-    to b's end). The table is changed by one `index_add_` of new - old at each written element (int32
-    adds wrap, so old + (new - old) is new) and of 0 at a clamped element for the rest, which keeps any
-    row stride."""
+    (the last request for entries past the sum, which write nothing), and its element, in units of g =
+    gcd(row stride, column stride), is base[b] + i * column step, base[b] = row step * row(b) + column step
+    * (end(b) - running length to b's end), steps being strides / g. The table's elements are changed as
+    `commit_draft` changes slots: one `index_reduce_` ("prod") by 0 at each written element, by 1 at a
+    clamped element for the rest, and one `index_add_` of the slot (stored as int32: its low 32 bits) or
+    of 0."""
     oracle.check_assign_req_to_token(req_pool_indices, start_offset, end_offset, out_cache_loc, req_to_token,
                                      values=reads_values(start_offset))
     batch, slots = req_pool_indices.shape[0], out_cache_loc.shape[0]
@@ -138,7 +129,8 @@ def assign_req_to_token(*, req_pool_indices, start_offset, end_offset, out_cache
     running = pair_rows(batch, end_offset)                  # both rows the lengths: one cumsum launch
     torch.sub(end_offset.expand(2, batch), start_offset, out=running)
     ends = running.cumsum(1)[0]
-    s_row, s_col = req_to_token.stride()
+    g = math.gcd(*req_to_token.stride())
+    s_row, s_col = (stride // g for stride in req_to_token.stride())
     shift = end_offset - ends                               # column of entry i: i + shift[b]
     if s_col == 1 or s_row != 1:
         base = torch.add(shift if s_col == 1 else shift * s_col, req_pool_indices, alpha=s_row)
@@ -147,8 +139,9 @@ def assign_req_to_token(*, req_pool_indices, start_offset, end_offset, out_cache
     entry = iota(slots, out_cache_loc)
     owner = torch.searchsorted(ends[:-1], entry, right=True)
     span = 1 + (rows - 1) * s_row + (width - 1) * s_col
-    table = req_to_token.as_strided((span,), (1,))
+    table = req_to_token.as_strided((span,), (g,))
     place = torch.add(base[owner], entry, alpha=s_col).clamp_(0, span - 1)
-    old = table[place]
-    delta = torch.sub(out_cache_loc, old, out=torch.empty_like(old))   # stored as int32: the low 32 bits
-    table.index_add_(0, place, torch.where(entry < ends[-1], delta, scalar(0, old, torch.int32), out=delta))
+    keep = torch.ge(entry, ends[-1:], out=torch.empty(slots, device=entry.device, dtype=torch.int32))
+    table.index_reduce_(0, place, keep, "prod")
+    table.index_add_(0, place, torch.where(as_flags(keep), scalar(0, keep, torch.int32),
+                                           low_bits(out_cache_loc, torch.int32)))

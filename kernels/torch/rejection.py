@@ -20,7 +20,7 @@ from specverify.kernels.torch.layout import as_flags, constant, iota, low_bits, 
 from specverify.oracles.rejection import (PLACEHOLDER, check_expand, check_greedy, check_greedy_padded,
                                           check_random, check_recovered, check_sample, check_sample_padded)
 
-INF = float("inf")
+INF, NAN = float("inf"), float("nan")
 # `accepts`' rule: the record's `p / q >= u`; dialect `strict`'s `f32(u) * q < p` with q in (0, 1]; `strict_q0`'s
 # without the range test
 RATIO, STRICT, STRICT_Q0 = "ratio", "strict", "strict_q0"
@@ -42,14 +42,19 @@ def first_max(scores: torch.Tensor, owned: bool = False) -> torch.Tensor:
     return torch.where(lowest == best.view(torch.int32), first_low, index)
 
 
-def in_vocab(drafts: torch.Tensor, vocab: int, index: bool = True):
-    """(whether each draft is an id in [0, V), the draft clamped into [0, V); int64 when `index`)."""
-    safe = drafts.clamp(0, vocab - 1)
-    return safe == drafts, (safe.long() if index else safe)
+def in_vocab(drafts: torch.Tensor, vocab: int):
+    """(whether each draft is an id in [0, V), the draft clamped into [0, V) as int64, in one launch: CUDA
+    copies an int32 index of advanced indexing to int64 first). The bounds are 0-dim views of the cached
+    arange (the Tensor form of clamp casts into its `out`; the Scalar form does not)."""
+    bounds = iota(vocab, drafts)
+    safe = torch.clamp(drafts, bounds[0], bounds[vocab - 1],
+                       out=torch.empty(drafts.shape, device=drafts.device, dtype=torch.long))
+    return safe == drafts, safe
 
 
 def at_drafts(table: torch.Tensor, safe: torch.Tensor) -> torch.Tensor:
-    """table[..., safe] per position in one launch (advanced indexing takes int32 ids; no cast)."""
+    """table[..., safe] per position in one launch (`safe` int64, like the row index: CUDA copies an int32
+    index to int64 first)."""
     rows = table.reshape(-1, table.shape[-1])
     return rows[iota(rows.shape[0], table), safe.reshape(-1)].view(safe.shape)
 
@@ -90,6 +95,12 @@ def recovery_scores(target, draft_probs, valid, safe, noise, noise_at_draft, gre
     return scores.scatter_(-1, safe[..., None], cell[..., None])
 
 
+def positive(q: torch.Tensor) -> torch.Tensor:
+    """q where q > 0, else NaN (one launch): a ratio or product with it is NaN and fails every comparison,
+    as the test q > 0 would."""
+    return torch.nn.functional.threshold(q, 0.0, NAN)
+
+
 def accepts(valid, safe, target, draft_probs, uniform, rule: str = RATIO, out=None) -> torch.Tensor:
     """Per token: a valid draft and, by `rule`, q > 0 and f64(f32(p / q)) >= u (RATIO), or f32(f32(u) * q) < p
     with q in (0, 1] (STRICT) or any q (STRICT_Q0); q = 1 without draft probs. valid, safe: `in_vocab` of
@@ -98,13 +109,16 @@ def accepts(valid, safe, target, draft_probs, uniform, rule: str = RATIO, out=No
     q = None if draft_probs is None else at_drafts(draft_probs, safe)
     if rule != RATIO:
         u = uniform.to(torch.float32)                # rounded to nearest
-        tests = [valid, (u if q is None else u * q) < p]
-        if rule == STRICT and q is not None:
-            tests += [q > 0, q <= 1]
+        if q is None:
+            tests = [valid, u < p]
+        elif rule == STRICT:
+            tests = [valid, q <= 1, u * positive(q) < p]
+        else:
+            tests = [valid, u * q < p]
     elif q is None:
         tests = [valid, p >= uniform]                # compared in f64
     else:
-        tests = [valid, q > 0, p / q >= uniform]
+        tests = [valid, p / positive(q) >= uniform]
     accepted = functools.reduce(torch.logical_and, tests[:-1])
     return torch.logical_and(accepted, tests[-1], out=out)
 
@@ -207,13 +221,24 @@ def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_le
                             target_probs, recovered_token_ids, uniform_probs, is_greedy, output_token_ids,
                             values=reads_values(cu_num_draft_tokens))
     if batch:
-        tokens = draft_token_ids.shape[0]
-        src = flat_source(tokens, batch, draft_token_ids, recovered_token_ids.dtype)
-        accepted = accepts(*in_vocab(draft_token_ids, target_probs.shape[-1], index=False), target_probs,
-                           draft_probs, uniform_probs, rule, out=src[0, :tokens])    # good: 0/1 in place
-        torch.where(as_flags(accepted), draft_token_ids, recovered_token_ids, out=src[1, :tokens])
-        source_tail(src, bonus_token_ids)
-        verify_flat(output_token_ids, cu_num_draft_tokens, src, None, fill=False, skip=is_greedy)
+        verify_random(draft_token_ids, bonus_token_ids, cu_num_draft_tokens, draft_probs, target_probs,
+                      recovered_token_ids, uniform_probs, is_greedy, output_token_ids, rule)
+
+
+def verify_random(drafts, bonus, cu, draft_probs, target_probs, recovered, uniform, is_greedy, out, rule) -> None:
+    """`random`'s verification of B > 0 rows, all int32 but the bonus: the source is int32 [2, T + 2B], row 0
+    [good per token | 0 per request | start(r) per request], row 1 [emitted value per token | bonus per
+    request | unused]. The good run is written in place; the values (accepted draft or recovered id) are
+    made apart, so that everything after the good run is one int32 cat (one launch) with the starts."""
+    tokens, batch = drafts.shape[0], bonus.shape[0]
+    src = torch.empty((2, tokens + 2 * batch), device=bonus.device, dtype=torch.int32)
+    accepted = accepts(*in_vocab(drafts, target_probs.shape[-1]), target_probs, draft_probs,
+                       uniform, rule, out=src[0, :tokens])                    # good: 0/1 in place
+    values = torch.where(as_flags(accepted), drafts, recovered)
+    torch.cat((zeros(batch + 1, cu, torch.int32), cu[:-1], values, low_bits(bonus, torch.int32)),
+              out=src.view(-1)[tokens:3 * batch + 2 * tokens])
+    grid = src[:, flat_grid(cu, tokens, out.shape[1], src[0, tokens + batch:])]
+    emit(out, grid[0], grid[1], None, fill=False, skip=is_greedy)
 
 
 def random_strict(**fields) -> None:

@@ -10,9 +10,10 @@ from specverify.oracles import stop as oracle
 
 
 def first_stop_hit(tokens: torch.Tensor, stop_ids: torch.Tensor, budget: torch.Tensor) -> torch.Tensor:
-    """[B]: min(1 + the first column whose token is one of its row's stop ids, budget)."""
+    """[B]: min(1 + the first column whose token is one of its row's stop ids, budget). The columns are
+    counted in the budget's dtype: a `where` of mixed dtypes casts one operand first on CUDA (a copy)."""
     match = tokens[:, :, None] == stop_ids[:, None, :]
-    key = torch.where(match, iota(tokens.shape[1] + 1, tokens)[1:, None], budget[:, None, None])
+    key = torch.where(match, iota(tokens.shape[1] + 1, tokens, budget.dtype)[1:, None], budget[:, None, None])
     return key.amin(dim=(1, 2))
 
 

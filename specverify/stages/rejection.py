@@ -285,7 +285,7 @@ float32 [T, V] of equal shape, uniforms not float64 [T].""",
     invariants=draw.random_invariants,
     rows=draw.random_table,
     impls=kernels("rejection", "random"),
-    launches={"triton": 1, "torch": 26},
+    launches={"triton": 1, "torch": 21},   # 18 by the record's rule; dialect strict's q <= 1 and f32 u cost 3
     dialects=RANDOM_DIALECTS,
 )
 
