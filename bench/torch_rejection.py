@@ -4,10 +4,12 @@ For B in (1, 16, 64, 256, 512, 1024) requests of K = 5 drafts, V in (32000, 1519
 draft probabilities: µs per call, as `specverify bench` times eager calls (CUDA events around 5 blocks
 of 10 calls, the median block, after a warm-up call) of rejection.random,
 .recovered, .sample (half the rows greedy) and .sample_padded. Writes $OUT/torch_rejection.json and prints
-a table. Run from the repository root: PYTHONPATH=. python bench/torch_rejection.py
+a table. Run from the repository root: PYTHONPATH=. python bench/torch_rejection.py [--batch B ...]
+[--vocab V ...]
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
@@ -61,11 +63,15 @@ def median_us(fn, kw: dict) -> float:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batch", type=int, nargs="+", default=[1, 16, 64, 256, 512, 1024])
+    parser.add_argument("--vocab", type=int, nargs="+", default=[32000, 151936])
+    args = parser.parse_args()
     gen = torch.Generator(device="cuda").manual_seed(0)
     rows = []
     print(f"{'stage':<14}{'draft':>6}{'V':>8}{'B':>6}{'torch us':>11}{'triton us':>11}{'ratio':>7}")
-    for vocab in (32000, 151936):
-        for batch in (1, 16, 64, 256, 512, 1024):
+    for vocab in args.vocab:
+        for batch in args.batch:
             for with_draft in (False, True):
                 for stage in STAGES:
                     kw = inputs(stage, batch, vocab, with_draft, gen)
