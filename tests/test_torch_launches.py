@@ -23,9 +23,15 @@ MOST = 10
 ABOVE_MOST = {   # stage: what its Torch kernel still spends past MOST launches
     "rejection.greedy": "an is_greedy mask is one more op on the verified grid (9 without it)",
     "rejection.random": "the acceptance test (vocab range, two table reads, q > 0, ratio) before verification",
-    "eagle.copy_and_expand_inputs": "five outputs, each computed then written where live",
-    "eagle.verify_and_prepare_padded": "greedy verification (11), the last valid id (8) and the prepared counts (6)",
-    "eagle.step_slot_mapping": "the block (div, clamp), its read, the slot (remainder, add, -1 where); the padded rows' fill",
+    "eagle.copy_and_expand_inputs": "six outputs of five span classes: the boundaries (2), the search, the "
+                                    "new-token indices, the class codes' take, two masks, the (request, class) "
+                                    "table (3) and its gather, position and source (1), the positions (2), the "
+                                    "ids (5: gather, where live, the next tokens, parallel and padding ids), "
+                                    "the hidden-state mapping (4) when shifting",
+    "eagle.verify_and_prepare_padded": "greedy verification (10), the last valid id (8) and the prepared counts (5)",
+    "eagle.step_slot_mapping": "room, clamped positions; the block (div, clamp past the table), its read, the "
+                               "slot (remainder, add, -1 where); the new length (clamp, addcmul); the padded "
+                               "rows' fill",
     "kv.assign_req_to_token": "the request search, the element and the read-modify-add of the table (13 when a stride is 1, 14 with both column and row steps)",
     "kv.commit_draft": "fp8 quantizing and strided element offsets (10 for row slots of the key dtype)",
     "stop.spec_stopping": "counting the emitted tokens when num_rejected_tokens is None (10 with it)",
