@@ -99,5 +99,9 @@ def test_counting_adds_what_cuda_adds():
     assert len(dispatched_ops(lambda: a.cumsum(0))) == 2                     # cub's two kernels
     zeros, ones = torch.zeros(4), torch.ones(4)
     assert len(dispatched_ops(lambda: zeros.index_put_((a,), ones, accumulate=True))) == 6   # and its sort
+    assert len(dispatched_ops(lambda: a[b])) == 2 and len(dispatched_ops(lambda: a[a])) == 1   # int32 ids cast
+    assert len(dispatched_ops(lambda: zeros.index_put_((b,), ones))) == 2
+    assert len(dispatched_ops(lambda: torch.searchsorted(b, a))) == 2                        # values cast
+    assert len(dispatched_ops(lambda: torch.searchsorted(a, a))) == 1
     assert syncs(dispatched_ops(lambda: a[flags])) and syncs(dispatched_ops(lambda: a.nonzero()))
     assert not syncs(dispatched_ops(lambda: torch.where(flags, a, 0)))
