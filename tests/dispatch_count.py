@@ -49,6 +49,10 @@ def _cuda_extras(name: str, args: tuple, kwargs: dict, result: Any) -> list[str]
     - `cat` (and `stack`) is one batched kernel only when it has several inputs, all of the output's dtype,
       and at most 4 dims (strided inputs too: ATen's `cat_out_cuda`), else one copy per non-empty input;
     - `index_put_` with accumulate sorts its indices (a radix sort and its set-up: about five more);
+    - `index` and `index_put_` make each int32 index tensor int64 first, and `searchsorted` of values and
+      boundaries of two dtypes casts the one that differs from their common dtype: a copy each (seen on an
+      H200, torch 2.11; the CPU kernels do it too, below the dispatch mode; `index_select` and `take` take
+      int32 ids as they are);
     - `nonzero`, `masked_select`, a bool index to `index`/`index_put_` (a nonzero inside) and
       `repeat_interleave` without `output_size` read a count back: a sync;
     - `repeat_interleave` of counts takes a 1-D cumsum (two) before its kernel."""
@@ -77,9 +81,13 @@ def _cuda_extras(name: str, args: tuple, kwargs: dict, result: Any) -> list[str]
             extras.extend(["index_put_:accumulate-sort"] * 5)
         if any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in args[1]):
             extras.append("sync:nonzero")
+        extras.extend(["_to_copy:int32-index"] * sum(i is not None and i.dtype == torch.int32 for i in args[1]))
     elif name == "index":
         if any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in args[1]):
             extras.append("sync:nonzero")
+        extras.extend(["_to_copy:int32-index"] * sum(i is not None and i.dtype == torch.int32 for i in args[1]))
+    elif name == "searchsorted" and args[0].dtype != args[1].dtype:
+        extras.append("_to_copy:search-dtype")
     elif name in ("nonzero", "masked_select"):
         extras.append(f"sync:{name}")
     elif name == "repeat_interleave":   # the overload of counts alone (the others decompose into it)

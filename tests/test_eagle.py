@@ -99,6 +99,19 @@ def test_step_slot_mapping_padded_rows_and_the_length_limit():
     assert out["seq_lens"].tolist() == [4, 1, 6]
 
 
+def test_step_slot_mapping_one_position_past_the_table():
+    # max_model_len is one beyond the table's 2 * 4 slots: row 0 advances to position 8 (room left), past
+    # the table, and takes its last block (id 6); row 1 stays inside the table
+    ex = Example("valid", inputs={"positions": np.array([7, 2], i32), "block_table": np.array([[5, 6], [7, 8]], i32),
+                                  "seq_lens": np.array([8, 3], i32), "block_size": 4, "max_model_len": 9,
+                                  "batch_size": 2, "input_batch_size": 2},
+                 outputs={"clamped_positions": Buffer((2,), "int32"), "slot_mapping": Buffer((2,), "int64")})
+    out = outputs_everywhere(eagle.STEP_SLOT_MAPPING, ex)
+    assert out["slot_mapping"].tolist() == [6 * 4 + 0, 7 * 4 + 3]
+    assert out["clamped_positions"].tolist() == [8, 3]
+    assert out["seq_lens"].tolist() == [9, 4]
+
+
 def test_verify_and_prepare_worked_example():
     # row 0 rejects its second draft, row 1 takes its bonus, row 2 (no drafts) is discarded, row 3 is
     # not greedy (its row kept as the caller left it), row 4 is past num_reqs

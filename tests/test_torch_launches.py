@@ -24,9 +24,15 @@ ABOVE_MOST = {   # stage: what its Torch kernel still spends past MOST launches
     "rejection.greedy": "an is_greedy mask is one more op on the verified grid (9 without it)",
     "rejection.random": "the acceptance test (8: vocab range 2, two table reads, q > 0 as NaN, ratio, test, and) "
                         "and the verification (10: values, source, grid 3, gather, first, written, greedy, write)",
-    "eagle.copy_and_expand_inputs": "five outputs, each computed then written where live",
-    "eagle.verify_and_prepare_padded": "greedy verification (11), the last valid id (8) and the prepared counts (6)",
-    "eagle.step_slot_mapping": "the block (div, clamp), its read, the slot (remainder, add, -1 where); the padded rows' fill",
+    "eagle.copy_and_expand_inputs": "six outputs of five span classes: the boundaries (2), the search, the "
+                                    "new-token indices, the class codes' take, two masks, the (request, class) "
+                                    "table (3) and its gather, position and source (1), the positions (2), the "
+                                    "ids (5: gather, where live, the next tokens, parallel and padding ids), "
+                                    "the hidden-state mapping (4) when shifting",
+    "eagle.verify_and_prepare_padded": "greedy verification (10), the last valid id (8) and the prepared counts (5)",
+    "eagle.step_slot_mapping": "room, clamped positions; the block (div, clamp past the table), its read, the "
+                               "slot (remainder, add, -1 where); the new length (clamp, addcmul); the padded "
+                               "rows' fill",
     "kv.assign_req_to_token": "the running lengths (3), the request search and its base, the element (2), and the "
                               "masked prod-then-add of the table (4); 12 when a stride divides the other",
     "kv.commit_draft": "fp8 quantizing (4 more) and a strided slot index (1 to 5 more); 9 for row slots of the key dtype",
@@ -95,5 +101,9 @@ def test_counting_adds_what_cuda_adds():
     assert len(dispatched_ops(lambda: a.cumsum(0))) == 2                     # cub's two kernels
     zeros, ones = torch.zeros(4), torch.ones(4)
     assert len(dispatched_ops(lambda: zeros.index_put_((a,), ones, accumulate=True))) == 6   # and its sort
+    assert len(dispatched_ops(lambda: a[b])) == 2 and len(dispatched_ops(lambda: a[a])) == 1   # int32 ids cast
+    assert len(dispatched_ops(lambda: zeros.index_put_((b,), ones))) == 2
+    assert len(dispatched_ops(lambda: torch.searchsorted(b, a))) == 2                        # values cast
+    assert len(dispatched_ops(lambda: torch.searchsorted(a, a))) == 1
     assert syncs(dispatched_ops(lambda: a[flags])) and syncs(dispatched_ops(lambda: a.nonzero()))
     assert not syncs(dispatched_ops(lambda: torch.where(flags, a, 0)))

@@ -57,7 +57,8 @@ def call(stage, example) -> list[str]:
 
 def cache_state() -> tuple:
     return ({key: value.numel() for key, value in layout._IOTAS.items()}, set(layout._SCALARS),
-            set(layout._CONSTANTS), {key: value.numel() for key, value in layout._ZEROS.items()})
+            set(layout._CONSTANTS), {key: value.numel() for key, value in layout._ZEROS.items()},
+            {key: value.shape[0] for key, value in layout._SPAN_CODES.items()})
 
 
 def examples(stage):
@@ -78,20 +79,22 @@ def examples(stage):
 @pytest.fixture
 def empty_caches():
     with mock.patch.object(layout, "_IOTAS", {}), mock.patch.object(layout, "_SCALARS", {}), \
-            mock.patch.object(layout, "_CONSTANTS", {}), mock.patch.object(layout, "_ZEROS", {}):
+            mock.patch.object(layout, "_CONSTANTS", {}), mock.patch.object(layout, "_ZEROS", {}), \
+            mock.patch.object(layout, "_SPAN_CODES", {}):
         yield
 
 
 def test_warm_up_makes_every_listed_constant(empty_caches):
     layout.warm_up(torch.device("cpu"))
-    iotas, scalars, constants, zeros = cache_state()
+    iotas, scalars, constants, zeros, spans = cache_state()
     for runs in (iotas, zeros):
         assert all(n >= layout.WARM_IOTA for n in runs.values()) and len(runs) == len(layout.INDEX_DTYPES)
     assert len(constants) == len(layout.CONSTANTS)
     assert len(scalars) == (len(layout.INDEX_DTYPES) * len(layout.SCALARS["int"])
                             + len(layout.FLOAT_DTYPES) * len(layout.SCALARS["float"]))
+    assert list(spans.values()) == [layout.WARM_SPAN]
     layout.warm_up("cpu")
-    assert cache_state() == (iotas, scalars, constants, zeros)   # idempotent
+    assert cache_state() == (iotas, scalars, constants, zeros, spans)   # idempotent
 
 
 def test_scalar_refuses_a_value_outside_the_table():
@@ -100,6 +103,17 @@ def test_scalar_refuses_a_value_outside_the_table():
         layout.scalar(7, like)
     with pytest.raises(ValueError, match="scalar: value must be one of"):
         layout.scalar(1, like, torch.float32)    # an int where the float table is meant
+
+
+def test_span_codes_flag_each_class_and_grow(empty_caches):
+    like = torch.empty(0)
+    flags = (layout.SPAN_LIVE, layout.SPAN_REJECTED, layout.SPAN_PARALLEL)
+    for p in (1, 3, layout.WARM_SPAN + 5):   # the last grows the table past what warm_up makes
+        codes = layout.span_codes(p, like).clone()
+        live, rejected, parallel = (layout.span_flag(codes, flag).tolist() for flag in flags)
+        assert live == [False] + [True] * (p + 2)
+        assert rejected == [False] * (p + 2) + [True]
+        assert parallel == [False] * 3 + [True] * (p - 1) + [False]
 
 
 @pytest.mark.parametrize("stage", STAGES, ids=lambda s: s.name)
@@ -114,7 +128,8 @@ def test_no_constant_is_made_after_warm_up(stage, empty_caches):
 @pytest.mark.parametrize("stage", STAGES, ids=lambda s: s.name)
 def test_first_call_copies_nothing_from_the_host(stage, empty_caches):
     for example in examples(stage):
-        layout._IOTAS.clear(), layout._SCALARS.clear(), layout._CONSTANTS.clear(), layout._ZEROS.clear()
+        for cache in (layout._IOTAS, layout._SCALARS, layout._CONSTANTS, layout._ZEROS, layout._SPAN_CODES):
+            cache.clear()
         host = sorted(HOST_OPS.difference(("lift_fresh",) if stage.name in HOST_INPUT else ())
                       .intersection(call(stage, example)))
         assert not host, f"{stage.name}: a first call made a host tensor or read a device value: {host}"

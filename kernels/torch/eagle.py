@@ -6,7 +6,8 @@ import torch
 
 from specverify.kernels.checks import reads_values
 from specverify.kernels.torch import rejection
-from specverify.kernels.torch.layout import as_flags, iota, low_bits, pair_rows, scalar
+from specverify.kernels.torch.layout import (SPAN_LIVE, SPAN_PARALLEL, SPAN_REJECTED, as_flags, iota, low_bits,
+                                             pair_rows, scalar, span_codes, span_flag)
 from specverify.oracles import eagle as oracle
 
 
@@ -68,23 +69,22 @@ def verify_and_prepare_padded(*, draft_token_ids, target_argmax, bonus_token_ids
                               query_start_loc, num_reqs, next_token_ids, valid_sampled_tokens_count,
                               token_indices_to_sample, num_rejected_tokens):
     """See `specverify.oracles.eagle.verify_and_prepare_padded`, fused: the greedy verification, then
-    `last_valid` of the verified rows, then the prepared counts from the requests' draft counts (cu less
-    the starts verification computed). Every check runs before the work but those that read what
-    verification writes (`oracle.check_verified`), which run after it when values are read at all."""
+    `last_valid` of the verified rows, then the prepared counts from the draft counts verification
+    computed. Every check runs before the work but those that read what verification writes
+    (`oracle.check_verified`), which run after it when values are read at all."""
     values = reads_values(cu_num_draft_tokens)
     batch = oracle.check_verify_and_prepare(
         draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy, max_spec_len,
         output_token_ids, discard_mask, backup_next_token_ids, vocab_size, query_start_loc, num_reqs,
         next_token_ids, valid_sampled_tokens_count, token_indices_to_sample, num_rejected_tokens, values=values)
     if batch:
-        prev = rejection.starts(cu_num_draft_tokens)
-        rejection.verify_greedy(draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens, is_greedy,
-                                output_token_ids, prev)
+        drafted = rejection.verify_greedy(draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_tokens,
+                                          is_greedy, output_token_ids)
         last_valid(output_token_ids, discard_mask, backup_next_token_ids, vocab_size, next_token_ids,
                    valid_sampled_tokens_count)
         if num_reqs:
             rejected = num_rejected_tokens[:num_reqs]
-            rejected_into(rejected, (cu_num_draft_tokens - prev)[:num_reqs], valid_sampled_tokens_count[:num_reqs])
+            rejected_into(rejected, drafted[:num_reqs], valid_sampled_tokens_count[:num_reqs])
             torch.sub(query_start_loc[1:num_reqs + 1] - 1, rejected, out=token_indices_to_sample[:num_reqs])
     if values:
         oracle.check_verified(cu_num_draft_tokens, output_token_ids, discard_mask, backup_next_token_ids,
@@ -110,27 +110,21 @@ def prepare_inputs(*, query_start_loc, seq_lens, num_draft_tokens, num_sampled, 
     torch.add(tokens, before[request], out=token_indices)
 
 
-def put_live(out: torch.Tensor, live: torch.Tensor, values: torch.Tensor) -> None:
-    """out[live] = values[live], every other element written back as it was (no sync, one launch when
-    the dtypes agree, two when values must be cast). Bool outputs go through their bytes: CUDA would store
-    a caller's non-canonical bool byte (say 0xa5) back as 0x01."""
-    if out.dtype == torch.bool and values.dtype == torch.bool:
-        out, values = out.view(torch.uint8), values.view(torch.uint8)
-    if values.dtype == out.dtype:
-        torch.where(live, values, out, out=out)
-    else:
-        out.copy_(torch.where(live, values, out))
-
-
 def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids, query_start_loc,
                            query_end_loc, padding_token_id, parallel_drafting_token_id, P, shift_input_ids,
                            out_input_ids, out_positions, out_is_rejected_token_mask, out_is_masked_token_mask,
                            out_new_token_indices, out_hidden_state_mapping, max_query_len=None):
     """See `specverify.oracles.eagle.copy_and_expand_inputs` (the host hint is checked, not needed: sizes
-    come from buffer shapes). Works over the whole output buffer and
-    writes back the old value past the requests' spans. Output slot `o` of request r (span from out0[r]
-    = qs + r*(P - shift)) is classified by e = o + shift - (qe + r*(P - shift)): e <= 0 a kept target
-    token (source qe + e), e == 1 the next token, 1 < e <= P a parallel slot, e > P a rejected one."""
+    come from buffer shapes). Request r's span starts at out0[r] = qs + r*(P - shift); its next token sits
+    at nx[r] = qe + r*(P - shift) + 1 - shift. One search of every output slot o in the sorted boundaries
+    [out0[r], out0[r], nx[r] + i for i in 0..P] per request (then out0[B]) counts k = r*(P + 3) + c: the
+    request r and the slot's class c (`span_codes`: 1 kept, 2 next, 3..P+1 parallel, P+2 rejected, and 0
+    with r = B past every span, a slot left as it was). One take of the class codes gives each slot's
+    flags; one gather of a [2, (B + 1)*(P + 3)] table per (request, class) gives o - position and o + 1 -
+    the id's source: the source is o + shift - r*(P - shift) - N for a kept token, qe - N or after for the
+    other classes (any id, overwritten), in [-N, 1] (an index from the end) for every slot. The next
+    tokens are put at the first new-token index of each request, the parallel and padding ids filled by
+    flag."""
     batch, tokens = oracle.check_copy_and_expand(
         target_token_ids, target_positions, next_token_ids, query_start_loc, query_end_loc, padding_token_id,
         parallel_drafting_token_id, P, shift_input_ids, out_input_ids, out_positions,
@@ -139,37 +133,39 @@ def copy_and_expand_inputs(*, target_token_ids, target_positions, next_token_ids
     if batch == 0:
         return
     shift = int(shift_input_ids)
-    step = P - shift
+    step, period = P - shift, P + 3
     size = out_input_ids.shape[0]
     qsl, qe = query_start_loc, query_end_loc
-    out0 = torch.add(qsl, iota(batch + 1, qsl), alpha=step)                 # then the spans' end
-    # per request, gathered per slot in one launch: the span's marker qe + r*(P - shift), the position
-    # offset (position = start[r] + o) and the next token
-    per = torch.empty((3, batch), device=qsl.device, dtype=torch.long)
-    ends = torch.add(qe, iota(batch, qe), alpha=step, out=per[0])
-    torch.sub(target_positions[qsl[:batch]], out0[:batch], out=per[1])
-    per[2].copy_(next_token_ids)
-    torch.add(ends[:, None], iota(P + 1, qe)[1 - shift:P + 1 - shift], out=out_new_token_indices.view(batch, P))
-    slots = iota(size + 1, qsl)
-    request = torch.searchsorted(out0[1:batch], slots[:size], right=True)
-    mark, start, following = per[:, request]
-    e = slots[shift:size + shift] - mark
-    live = slots[:size] < out0[batch:]
-    rejected = e > P
-    put_live(out_is_rejected_token_mask, live, rejected)
-    beyond = e > 1
-    put_live(out_is_masked_token_mask, live, beyond ^ rejected)
-    position = low_bits(start.add_(slots[:size]), out_positions.dtype)
-    put_live(out_positions, live, torch.where(rejected, scalar(0, position, position.dtype), position))
-    # a kept slot's source: qe[r] + e = o + shift - r*(P - shift); clamped for the other slots
-    source = target_token_ids[torch.add(slots[shift:size + shift], request, alpha=-step).clamp_(max=tokens - 1)]
-    # the ids as Python scalars (cached scalars would depend on the call)
-    ids = low_bits(following, out_input_ids.dtype).masked_fill(beyond, parallel_drafting_token_id)
-    put_live(out_input_ids, live, torch.where(e <= 0, source, ids.masked_fill_(rejected, padding_token_id)))
-    if shift_input_ids:   # token t of request r goes to t + r*(P - 1)
-        owner = torch.searchsorted(qsl[1:batch].contiguous(), slots[:tokens], right=True)
-        mapping = torch.add(slots[:tokens], owner, alpha=step, out=torch.empty_like(out_hidden_state_mapping))
-        put_live(out_hidden_state_mapping, slots[:tokens] < qsl[batch:], mapping)
+    ar = iota(max(size + 1, tokens + batch * step + period), qsl)   # every view below reads this arange
+    bounds = torch.empty((batch + 1) * period, device=qsl.device, dtype=torch.long)
+    torch.add(qsl[:, None].expand(batch + 1, 2), ar.as_strided((batch + 1, 2), (step, 0), 0),
+              out=bounds.as_strided((batch + 1, 2), (period, 1), 0))
+    torch.add(qe[:, None].expand(batch, P + 1), ar.as_strided((batch, P + 1), (step, 1), 1 - shift),
+              out=bounds.as_strided((batch, P + 1), (period, 1), 2))
+    torch.add(qe[:, None], ar.as_strided((batch, P), (step, 1), 1 - shift), out=out_new_token_indices.view(batch, P))
+    found = torch.searchsorted(bounds[1:batch * period + 1], ar[:size], right=True)
+    codes = torch.take(span_codes(P, qsl).expand(batch + 1, period), found)
+    live, rejected, parallel = (span_flag(codes, flag) for flag in (SPAN_LIVE, SPAN_REJECTED, SPAN_PARALLEL))
+    for out, flag in ((out_is_rejected_token_mask, rejected), (out_is_masked_token_mask, parallel)):
+        raw = out.view(torch.uint8)   # bytes: CUDA would store a non-canonical bool byte back as 0x01
+        torch.where(live, flag.view(torch.uint8), raw, out=raw)
+    table = torch.empty((2, (batch + 1) * period), device=qsl.device, dtype=torch.long)
+    firsts = torch.index_select(target_positions, 0, qsl[:batch])
+    torch.sub(bounds.as_strided((batch, period), (period, 0), 1), firsts[:, None].expand(batch, period),
+              out=table[0, :batch * period].view(batch, period))   # out0[r] - target_positions[qs]
+    table[1].view(batch + 1, period).copy_(ar.as_strided((batch + 1, period), (step, 1), tokens - shift))
+    position, source = torch.sub(ar.as_strided((2, size), (1, 1), 0), table[:, found],
+                                 out=torch.empty((2, size), device=qsl.device, dtype=torch.long))
+    torch.where(live, low_bits(position, out_positions.dtype), out_positions, out=out_positions)
+    out_positions.masked_fill_(rejected, 0)
+    torch.where(live, target_token_ids[source], out_input_ids, out=out_input_ids)
+    out_input_ids.index_put_((bounds.as_strided((batch,), (period,), 2),), next_token_ids)   # at nx[r], int64
+    out_input_ids.masked_fill_(parallel, parallel_drafting_token_id).masked_fill_(rejected, padding_token_id)
+    if shift_input_ids:   # token t of request r goes to t + r*(P - 1); B past the last query
+        token = iota(tokens, qsl, qsl.dtype)   # searched in qsl's dtype: no cast
+        owner = torch.searchsorted(qsl[1:], token, right=True)
+        mapping = low_bits(torch.add(token, owner, alpha=step), torch.int32)
+        torch.where(owner < batch, mapping, out_hidden_state_mapping, out=out_hidden_state_mapping)
 
 
 def extend_queries(*, query_start_loc, seq_lens, N, new_query_start_loc, new_seq_lens):
@@ -183,9 +179,11 @@ def extend_queries(*, query_start_loc, seq_lens, N, new_query_start_loc, new_seq
 
 def step_slot_mapping(*, positions, block_table, seq_lens, block_size, max_model_len, batch_size,
                       input_batch_size, clamped_positions, slot_mapping):
-    """See `specverify.oracles.eagle.step_slot_mapping`. Slots are computed in int64; rows from
-    batch_size on get slot -1 and nothing else. The new length is one addcmul: 1 + room * min(seq_len,
-    max_model_len - 1)."""
+    """See `specverify.oracles.eagle.step_slot_mapping`. Rows from batch_size on get slot -1 and nothing
+    else. A real row has room when position + 1 < max_model_len; its clamped position is room * (position
+    + 1), one addcmul that needs no position + 1. The slot is computed in int64 from that clamped position
+    (0 in a row without room, whose slot is -1 anyway); the block is clamped into the table only when
+    max_model_len reaches past it. The new length is one addcmul: 1 + room * min(seq_len, max_model_len - 1)."""
     oracle.check_step_slot_mapping(positions, block_table, seq_lens, block_size, max_model_len, batch_size,
                                    input_batch_size, clamped_positions, slot_mapping,
                                    values=reads_values(positions))
@@ -193,13 +191,14 @@ def step_slot_mapping(*, positions, block_table, seq_lens, block_size, max_model
     if batch_size == 0:
         return
     real = slice(0, batch_size)
-    ahead = positions[real] + 1                           # fits: positions are below the dtype's max
-    room = ahead < max_model_len
-    torch.where(room, ahead, scalar(0, ahead), out=clamped_positions[real])
+    room = positions[real] < max_model_len - 1            # position + 1 < max_model_len; no overflow
+    ahead = torch.addcmul(room, positions[real], room, out=clamped_positions[real])
     size = iota(block_size + 1, positions)[block_size:]    # [block_size], int64: the quotient and the
-    block = torch.div(ahead, size, rounding_mode="floor").clamp_(max=block_table.shape[1] - 1)
+    block = torch.div(ahead, size, rounding_mode="floor")  # remainder come out in int64
+    if max_model_len > block_size * block_table.shape[1]:  # positions past the table use its last block
+        block.clamp_(max=block_table.shape[1] - 1)
     base = block_table[iota(batch_size, positions), block]
-    slot = torch.add(ahead % size, base, alpha=block_size)   # remainder come out in int64
+    slot = torch.add(ahead % size, base, alpha=block_size)
     torch.where(room, slot, scalar(-1, slot), out=slot_mapping[real])
     # 1 + min(seq_len, max_model_len - 1) with room (min(seq_len + 1, max_model_len)), else 1
     torch.addcmul(scalar(1, seq_lens), seq_lens[real].clamp(max=max_model_len - 1), room, out=seq_lens[real])

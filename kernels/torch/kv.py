@@ -11,12 +11,16 @@ invalid input).
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 
 from specverify.kernels.checks import reads_values
 from specverify.kernels.torch.layout import as_flags, iota, low_bits, pair_rows, scalar
 from specverify.oracles import kv as oracle
+
+# index_reduce_ warns once per process that its API is in beta; the call here is its stable form
+warnings.filterwarnings("ignore", message=r"index_reduce\(\) is in beta", category=UserWarning)
 
 BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
 FP8 = {"float8_e4m3fn": (torch.float8_e4m3fn, 448.0), "float8_e5m2": (torch.float8_e5m2, 57344.0)}

@@ -133,11 +133,52 @@ def constant(name: str, like: torch.Tensor) -> torch.Tensor:
     return cached
 
 
+# the flags of a span slot's class code (`span_codes`), one byte each
+SPAN_LIVE, SPAN_REJECTED, SPAN_PARALLEL = 0, 1, 2
+WARM_SPAN = 16                             # the new-slot counts p < WARM_SPAN `warm_up` makes codes for
+
+_SPAN_CODES: dict = {}
+
+
+def _make_span_codes(cap: int, device) -> torch.Tensor:
+    """int32 [cap, cap + 3]: row p holds `span_codes(p)` then zeros."""
+    p = torch.arange(cap, device=device)[:, None]
+    c = torch.arange(cap + 3, device=device)[None, :]
+    live = (c > 0) & (c < p + 3)
+    code = live.int() << 8 * SPAN_LIVE
+    code |= (c == p + 2).int() << 8 * SPAN_REJECTED
+    code |= ((c > 2) & (c < p + 2)).int() << 8 * SPAN_PARALLEL
+    return code.int()
+
+
+def span_codes(p: int, like: torch.Tensor) -> torch.Tensor:
+    """int32 [p + 3] (read-only): the code of each slot class of an output span with p >= 1 new slots
+    (`eagle.copy_and_expand_inputs`): class 0 (a slot past every span) 0; 1 (a kept token) and 2 (the next
+    token) SPAN_LIVE; 3 .. p + 1 (the parallel slots) SPAN_LIVE and SPAN_PARALLEL; p + 2 (a rejected slot)
+    SPAN_LIVE and SPAN_REJECTED: each flag the byte of that index set to 1 (`span_flag`). Cached per device
+    for every p below a capacity that grows (doubling) outside CUDA-graph capture, like `cached_run`."""
+    key = like.device
+    table = _SPAN_CODES.get(key)
+    if table is None or table.shape[0] <= p:
+        cap = max(p + 1, 2 * (0 if table is None else table.shape[0]), WARM_SPAN)
+        table = _make_span_codes(cap, like.device)
+        if not capturing(like):
+            _SPAN_CODES[key] = table
+    return table[p, :p + 3]
+
+
+def span_flag(codes: torch.Tensor, flag: int) -> torch.Tensor:
+    """One flag of 1-D `span_codes` values (contiguous int32) as a bool view (no launch; a big-endian host
+    reads the byte from the other end)."""
+    byte = flag if sys.byteorder == "little" else 3 - flag
+    return codes.view(torch.uint8).view(-1, 4)[:, byte].view(torch.bool)
+
+
 def warm_up(device: torch.device | str) -> None:
     """Make every cached constant our Torch kernels use on `device`: the arange of each index dtype up
     to `WARM_IOTA` and as many zeros, every `SCALARS` value in every index and float dtype, every
-    `CONSTANTS` table. Call it outside CUDA-graph capture, before the first call on the device; it is
-    idempotent."""
+    `CONSTANTS` table, the `span_codes` of every p below `WARM_SPAN`. Call it outside CUDA-graph capture,
+    before the first call on the device; it is idempotent."""
     like = torch.empty(0, device=device)
     if capturing(like):
         raise RuntimeError("warm_up: must not run during CUDA-graph capture (it makes the cached constants)")
@@ -150,3 +191,4 @@ def warm_up(device: torch.device | str) -> None:
                 scalar(value, like, dtype)
     for name in CONSTANTS:
         constant(name, like)
+    span_codes(WARM_SPAN - 1, like)

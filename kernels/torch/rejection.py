@@ -169,12 +169,11 @@ def source_tail(src: torch.Tensor, bonus) -> None:
     torch.mul(constant("second_row", bonus), bonus, out=src[:, src.shape[1] - bonus.shape[0]:])
 
 
-def verify_flat(out, cu, src, rows, fill, skip=None, prev=None) -> None:
+def verify_flat(out, cu, src, rows, fill, skip=None) -> None:
     """Verify a flattened batch from `flat_source` `src`: token t is good (accepted) and emits its value;
-    a row's cell after its drafts is its bonus (never good). One gather gives both grids (see `emit`).
-    `prev`: as `flat_grid`'s."""
+    a row's cell after its drafts is its bonus (never good). One gather gives both grids (see `emit`)."""
     tokens = src.shape[1] - cu.shape[0]
-    grid = src[:, flat_grid(cu, tokens, out.shape[1], prev)]
+    grid = src[:, flat_grid(cu, tokens, out.shape[1])]
     emit(out, grid[0], low_bits(grid[1], out.dtype), rows, fill, skip)
 
 
@@ -193,25 +192,27 @@ def greedy(*, draft_token_ids, target_argmax, bonus_token_ids, cu_num_draft_toke
                       output_token_ids)
 
 
-def verify_greedy(drafts, target_argmax, bonus, cu, rows, out, prev=None) -> None:
-    """`greedy`'s verification of B > 0 rows into an int32 `out` (`prev`: as `flat_grid`'s). The source
-    is int32 [2, T + 2B]: row 0 [good per token | 0 per
-    request | start(r) per request], row 1 [target id per token | bonus per request | unused]. The ids
-    are the low 32 bits of the int64 inputs (in int32 range by contract), so every part of the source
-    after the good run is one int32 cat (one launch), the starts of an int32 `cu` with them."""
-    tokens, batch = drafts.shape[0], bonus.shape[0]
-    src = torch.empty((2, tokens + 2 * batch), device=bonus.device, dtype=torch.int32)
+def verify_greedy(drafts, target_argmax, bonus, cu, rows, out) -> torch.Tensor:
+    """`greedy`'s verification of B > 0 rows into an int32 `out`; returns n, the draft count per row
+    (int32). Each row's cells are one window of an int32 source [2, L] read from start(r): row 0 [good per
+    token | 0 per request (and padding) | start(r) per request], row 1 [target id per token | bonus per
+    request | unused]. A window's cells from n[r] on (later requests' tokens, or the source's tail) become
+    [0; bonus] in the one `where` that masks them: never good, the bonus at n[r]. The ids are the low 32 bits
+    of the int64 inputs (in int32 range by contract), so every part of the source but the good run is one
+    int32 cat, the starts with it."""
+    tokens, batch, width = drafts.shape[0], bonus.shape[0], out.shape[1]
+    pad = max(0, width - 2 * batch)               # every window [start, start + width) lies in the source
+    length = tokens + 2 * batch + pad
+    src = torch.empty((2, length), device=bonus.device, dtype=torch.int32)
     torch.eq(drafts, target_argmax, out=src[0, :tokens])
-    own = prev is None and cu.dtype == torch.int32
-    head = (zeros(batch + 1, cu, torch.int32), cu[:-1]) if own else (zeros(2 * batch, cu, torch.int32),)
-    torch.cat((*head, low_bits(target_argmax, torch.int32), low_bits(bonus, torch.int32)),
-              out=src.view(-1)[tokens:3 * batch + 2 * tokens])
-    if own:
-        prev = src[0, tokens + batch:]
-    elif prev is None:
-        prev = starts(cu)
-    grid = src[:, flat_grid(cu, tokens, out.shape[1], prev)]
+    torch.cat((zeros(batch + 1 + pad, cu, torch.int32), cu[:-1], low_bits(target_argmax, torch.int32),
+               low_bits(bonus, torch.int32)), out=src.view(-1)[tokens:length + tokens + batch])
+    start = src[0, length - batch:]
+    counts = torch.sub(cu, start)
+    cells = torch.index_select(src.unfold(1, width, 1), 1, start)   # int32 ids: no cast (`index` would)
+    grid = torch.where(iota(width, out) < counts[:, None], cells, src[:, tokens:tokens + batch, None])
     emit(out, grid[0], grid[1], rows, fill=False)
+    return counts
 
 
 def random(*, draft_token_ids, bonus_token_ids, cu_num_draft_tokens, max_spec_len, draft_probs, target_probs,
