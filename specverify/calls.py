@@ -41,6 +41,17 @@ class Result:
     measures: dict[str, Any] = field(default_factory=dict)   # what a probe measured (numbers, names)
 
 
+class Interrupted(BaseException):
+    """SIGTERM or Ctrl-C in the judge (`specverify.cli`): the run stops (its workers ended) with the
+    outcomes that finished (BaseException: Hypothesis and the checks let it through, and a call it lands
+    in passes it on: it is never the callee's failure)."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+        self.outcomes: list = []
+
+
 class CallTimeout(BaseException):
     """Raised inside an in-process call that ran past its time limit (BaseException: `except Exception`
     in the callee does not swallow it)."""
@@ -118,7 +129,7 @@ def invoke(impl: Callable[..., Any], plan: Plan, arena: np.ndarray, lib: str, de
             returned, measures = resolve_probe(probe)(lambda: impl(**bound.kwargs), bound, device)
     except CallTimeout:
         error = CallError("timeout", f"timed out: still running after {timeout:g} s")
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         raise
     except SystemExit as exc:
         error = CallError("exit", f"called sys.exit({exc.code!r}) (exit inside the call)")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from specverify import env
 from specverify.backends import Target
-from specverify.calls import InProcess, error_text
+from specverify.calls import InProcess, Interrupted, error_text
 from specverify.checks import Context, Outcome, default_checks, ordered
 from specverify.harness import verify
 from specverify.profiles import PROFILES, Profile
@@ -95,16 +95,6 @@ def findings_folder(given: Path | None, option_prefix: str = "--") -> Path:
         raise PlanError(f"{named}: inside the suite's corpus {suite}, which a run only reads "
                         f"(name another folder; `specverify corpus add` grows the corpus)")
     return folder
-
-
-class Interrupted(BaseException):
-    """SIGTERM or Ctrl-C in the judge: the run stops (its workers ended) with the outcomes that finished
-    (BaseException: Hypothesis and the checks let it through)."""
-
-    def __init__(self, why: str):
-        super().__init__(why)
-        self.why = why
-        self.outcomes: list[Outcome] = []
 
 
 class Listener:

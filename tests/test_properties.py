@@ -73,6 +73,17 @@ def expand_call(caller, probe="plain"):
     return caller.call(plan, arena, probe=probe)
 
 
+def test_an_interrupt_inside_an_in_process_call_is_not_the_callees_failure():
+    """SIGTERM or Ctrl-C landing while one of our kernels runs in this process (the CLI's handler raises
+    session.Interrupted there) stops the run: the call passes it on and records no failure of the target
+    (an H200 run cut by `timeout -s INT` once filed such a call as a nondeterministic failure)."""
+    def interrupted(**_):
+        raise session.Interrupted("SIGINT")
+
+    with pytest.raises(session.Interrupted):
+        expand_call(InProcess(interrupted, "torch", "cpu"))
+
+
 def test_the_sealed_probe_table_ignores_a_patched_probes_module(monkeypatch):
     device.seal()
     monkeypatch.setitem(probes.PROBES, "plain", forged)
