@@ -521,14 +521,16 @@ def extend_invalid(draw, ctx: DrawContext) -> Example:
 
 @st.composite
 def step_positions(draw, rng, batch: int, max_model_len: int, table_tokens: int, stress: bool = False) -> np.ndarray:
-    """Positions below the limit, just below and at it (pos + 1 == max_model_len), beyond it, and
-    beyond the block table's reach (the last block is used); all of these together when `stress`."""
+    """Positions below the limit, just below and at it (pos + 1 == max_model_len), beyond it, and at or
+    beyond the block table's reach (pos + 1 >= its tokens: the last block is used); all of these together
+    when `stress`."""
     kind = draw(st.sampled_from(["inside", "edges", "mixed"]))
     kind = "mixed" if stress else kind
     label(f"positions: {kind}")
     inside = rng.integers(0, max_model_len, batch)
     edges = max_model_len + rng.choice([-2, -1, 0, 5], batch)
-    beyond_table = table_tokens + rng.integers(0, 3, batch)
+    beyond_table = table_tokens - 1 + rng.integers(0, 4, batch)   # from the last position whose next one
+                                                                  # lies past the table
     pick = {"inside": 0, "edges": 1, "mixed": 2}[kind]
     choice = np.full(batch, pick) if pick < 2 else rng.integers(0, 3, batch)
     return np.maximum(np.choose(choice, [inside, edges, beyond_table]), 0)
@@ -544,7 +546,8 @@ def step_valid(draw, ctx: DrawContext) -> Example:
     if input_batch > batch:
         label("step: CUDA-graph padded rows")
     block, blocks = draw(st.sampled_from([1, 7, 16])), draw(st.integers(1, 6))
-    max_model_len = draw(st.sampled_from([blocks * block, blocks * block + 3, max(1, blocks * block // 2), 1]))
+    capacity = blocks * block          # + 1: the first limit whose last position lies past the table
+    max_model_len = draw(st.sampled_from([capacity, capacity + 1, capacity + 3, max(1, capacity // 2), 1]))
     rng = draw(generator())
     pos_dtype, table_dtype, seq_dtype = (draw(labelled_dtype(f, ctx)) for f in ("positions", "block_table", "seq_lens"))
     if np.dtype(pos_dtype) == np.dtype(seq_dtype) == np.int64 and draw(st.integers(0, 4)) == 0:
