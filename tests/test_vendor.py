@@ -54,7 +54,7 @@ def sha256(path: Path) -> str:
 
 
 def test_the_example_vendor_report(demo, capsys):
-    status = main(["check", "--vendor", "vendor_demo", "--device", "cpu", "--examples", "20",
+    status = main(["check", "--vendor", "vendor_demo", "--device", "cpu", "--examples", "40",
                    "--waivers", "waivers.toml", "--cases", "cases", "--report", "r.json", "--junit", "r.xml",
                    "--markdown", "r.md"])
     out = capsys.readouterr().out

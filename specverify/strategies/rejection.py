@@ -161,8 +161,9 @@ class Tables:
 def tables(draw, counts: np.ndarray, vocab: int, drafts: np.ndarray, given: bool | None = None) -> Tables:
     """Target and draft probabilities and the reciprocal exponential noise, with planted boundaries:
     equal maxima far apart (within and across tiles), all-zero residuals, a lone peak in the last
-    (partial) tile, zero draft probability at the drafted id, rows of -0.0 then +0.0. Draft
-    probabilities are never None when the declared domain says they are always `given`."""
+    (partial) tile, zero draft probability at the drafted id, rows of -0.0 then +0.0; besides, in a
+    quarter of the tables with draft probabilities, one request's first drafted id with q = 0 < p. Draft probabilities
+    are never None when the declared domain says they are always `given`."""
     rng = draw(generator())
     tokens, batch = int(counts.sum()), len(counts)
     sparsity = draw(st.sampled_from([0.0, 0.5, 0.95]))
@@ -227,6 +228,13 @@ def tables(draw, counts: np.ndarray, vocab: int, drafts: np.ndarray, given: bool
         target[zero] = np.where(np.arange(vocab) < rng.integers(1, vocab + 1), np.float32(-0.0), np.float32(0))
         if draft is not None:
             draft[zero] = 0     # -0.0 - 0.0 keeps the sign in the residual
+    firsts = (np.cumsum(counts) - counts)[counts > 0]          # a request's first draft is always tested
+    firsts = firsts[valid[firsts]]
+    if draft is not None and len(firsts) and draw(st.integers(0, 3)) == 0:
+        label("a first drafted id with q = 0 < p")   # p / 0 = +inf: a ratio test without q > 0 accepts it
+        at = int(rng.choice(firsts))
+        draft[at, drafts[at]] = 0
+        target[at, drafts[at]] = max(target[at, drafts[at]], np.float32(1 / vocab))
     return Tables(target, draft, inv_q)
 
 
