@@ -76,16 +76,13 @@ def _cuda_extras(name: str, args: tuple, kwargs: dict, result: Any) -> list[str]
         batched = len(inputs) > 1 and inputs[0].dim() + (name == "stack") <= 4 and all(t.dtype == dtype for t in inputs)
         if not batched:
             extras.extend(["copy_:cat-input"] * (sum(t.numel() > 0 for t in inputs) - 1))
-    elif name == "index_put_" or name == "index_put":
-        if len(args) > 3 and args[3] or kwargs.get("accumulate"):
+    elif name in ("index", "index_put_", "index_put"):
+        if name != "index" and (len(args) > 3 and args[3] or kwargs.get("accumulate")):
             extras.extend(["index_put_:accumulate-sort"] * 5)
-        if any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in args[1]):
+        indices = [i for i in args[1] if i is not None]
+        if any(i.dtype in (torch.bool, torch.uint8) for i in indices):
             extras.append("sync:nonzero")
-        extras.extend(["_to_copy:int32-index"] * sum(i is not None and i.dtype == torch.int32 for i in args[1]))
-    elif name == "index":
-        if any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in args[1]):
-            extras.append("sync:nonzero")
-        extras.extend(["_to_copy:int32-index"] * sum(i is not None and i.dtype == torch.int32 for i in args[1]))
+        extras.extend(["_to_copy:int32-index"] * sum(i.dtype == torch.int32 for i in indices))
     elif name == "searchsorted" and args[0].dtype != args[1].dtype:
         extras.append("_to_copy:search-dtype")
     elif name in ("nonzero", "masked_select"):
