@@ -341,9 +341,10 @@ def step_slot_mapping(*, positions, block_table, seq_lens, block_size, max_model
     """See `specverify.oracles.eagle.step_slot_mapping`. One lane per slot; any block_table strides."""
     validate(oracle.check_step_slot_mapping, positions, block_table, seq_lens, block_size, max_model_len, batch_size,
              input_batch_size, clamped_positions, slot_mapping, values=reads_values(positions))
-    pow2 = int(block_size) & (int(block_size) - 1) == 0
+    size = int(block_size)
+    pow2 = (size & (size - 1)) == 0
     launch(step_slot_kernel, cdiv(input_batch_size, STEP_ROWS), positions.contiguous(), block_table,
            block_table.stride(0), block_table.stride(1), seq_lens, block_size, max_model_len,
            block_table.shape[1], batch_size, input_batch_size, clamped_positions, slot_mapping,
-           int(block_size).bit_length() - 1 if pow2 else 0, BLOCK=STEP_ROWS, NARROW=max(max_model_len, block_size) <= INT32_MAX,
+           size.bit_length() - 1 if pow2 else 0, BLOCK=STEP_ROWS, NARROW=max(max_model_len, block_size) <= INT32_MAX,
            POW2=pow2, num_warps=2)
