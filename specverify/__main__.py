@@ -1,5 +1,3 @@
-import sys
+from specverify.cli import program
 
-from specverify.cli import main
-
-sys.exit(main())
+program()

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from specverify.interrupts import Interrupted
 from specverify.materialize import Bound, Plan
 
 
@@ -39,17 +40,6 @@ class Result:
     returned: Any
     error: CallError | None
     measures: dict[str, Any] = field(default_factory=dict)   # what a probe measured (numbers, names)
-
-
-class Interrupted(BaseException):
-    """SIGTERM or Ctrl-C in the judge (`specverify.cli`): the run stops (its workers ended) with the
-    outcomes that finished (BaseException: Hypothesis and the checks let it through, and a call it lands
-    in passes it on: it is never the callee's failure)."""
-
-    def __init__(self, why: str):
-        super().__init__(why)
-        self.why = why
-        self.outcomes: list = []
 
 
 class CallTimeout(BaseException):

@@ -155,7 +155,7 @@ def level_of(outcomes: list[Outcome], check: str, target: Target) -> Level:
 
 def verdicts(outcomes: list[Outcome]) -> list[Verdict]:
     """One verdict per target that has outcomes, levels in check order (the corpus folded into them)."""
-    stages = registry.all_stages()
+    stages = registry.all_stages() if outcomes else {}
     by_target: dict[tuple, list[Outcome]] = {}
     for o in outcomes:
         if o.stage in stages and o.check != "-":

@@ -37,6 +37,7 @@ import numpy as np
 
 from specverify import bounded
 from specverify.backends import Target
+from specverify.options import did_you_mean
 from specverify.stage import Example, Layout, Stage
 
 if sys.version_info >= (3, 11):
@@ -427,7 +428,7 @@ def declared(target: Target, entry: dict, where: str) -> Target:
     unknown = sorted(set(entry) - set(DECLARATION_KEYS))
     if unknown:
         raise DomainError(f"{where}: {target.stage.name}: unknown key {unknown[0]!r} "
-                          f"(known: {', '.join(DECLARATION_KEYS)})")
+                          f"(known: {', '.join(DECLARATION_KEYS)}){did_you_mean(unknown[0], DECLARATION_KEYS)}")
     dialect, validates = entry.get("dialect", ""), entry.get("validates", False)
     if not isinstance(dialect, str):
         raise DomainError(f"{where}: {target.stage.name}: dialect must be a name")

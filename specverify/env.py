@@ -41,17 +41,17 @@ def triton_import_error() -> str | None:
 
 
 def versions() -> dict[str, str]:
+    """The suite's, Python's and its libraries' versions, read from the installed packages' metadata (nothing
+    is imported: an interrupted run reports them at once)."""
     import platform
-
-    import numpy
-    import torch
+    from importlib import metadata
 
     import specverify
 
-    found = {"specverify": specverify.__version__, "python": platform.python_version(),
-             "numpy": numpy.__version__, "torch": torch.__version__}
-    if triton_import_error() is None:
-        import triton
-
-        found["triton"] = triton.__version__
+    found = {"specverify": specverify.__version__, "python": platform.python_version()}
+    for name in ("numpy", "torch", "triton"):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
     return found

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from hypothesis import Phase, given, seed as hypothesis_seed, settings
 
-from specverify import cases
+from specverify import cases, interrupts
 from specverify.backends import Target
 from specverify.checks import Context
 from specverify.conformance import short
@@ -66,16 +66,18 @@ def judge_draws(target: Target, ctx: Context, seeds: list[str], tries: int, draw
             seen.add(key)
         result["judged"] += 1
         try:
-            verify(target.stage, example, ctx.caller, target.label, ctx.guard_check)
+            with interrupts.raising():
+                verify(target.stage, example, ctx.caller, target.label, ctx.guard_check)
         except (Failure, OracleError) as exc:
             result["failed"] = short(getattr(exc, "headline", str(exc)), target.stage.name,
                                      target.backend.name, target.device)
 
     for i, name in enumerate(seeds):
         share = -(-draws * (i + 1) // len(seeds))
-        hypothesis_seed(seed_for(ctx.run_seed, target.stage.name, name))(
-            settings(ctx.profile.hypothesis_settings(tries // len(seeds)), phases=(Phase.generate,))(
-                given(tier_strategy(target, "valid"))(lambda example: probe(example, share))))()
+        with interrupts.deferred():
+            hypothesis_seed(seed_for(ctx.run_seed, target.stage.name, name))(
+                settings(ctx.profile.hypothesis_settings(tries // len(seeds)), phases=(Phase.generate,))(
+                    given(tier_strategy(target, "valid"))(lambda example: probe(example, share))))()
     return result
 
 

@@ -1,70 +1,55 @@
 """The pytest side of specverify, in this repository and in a vendor's.
 
 Registered as the `pytest11` entry point `specverify.pytest_plugin` (and loaded by this repository's
-conftest.py when run from a checkout), so an installed specverify serves any repository:
+conftest.py when run from a checkout), so an installed specverify serves any repository. Its options are
+`specverify check`'s (`--specverify-NAME` for `--NAME`, from the one table in `specverify.options`), and they
+are resolved by the same function (`specverify.selection.select`), so a run gives what `specverify check` gives:
 
-- `pytest --specverify-vendor NAME` adds one test per check of every stage the vendor implements (see
-  `specverify.vendors`; an empty NAME is a usage error), named `<stage>[<check>-<device>]`:
-  `-k rejection.expand` picks a stage, and markers pick checks and devices (`-m hazard`, `-m "not corpus"`, `-m cuda`). `--specverify-waivers PATH`
-  applies the vendor's waiver file: an expected failure is an xfail, a check a skip waiver names is a skip
-  (never launched); a waiver that is no longer needed, and stale waivers, are listed at the end of the
-  run, and the former fails it (exit status 1). `--junitxml` writes the usual JUnit file. The waiver
-  summary covers the tests of one process (not aggregated across `-n` workers).
+- `pytest --specverify-vendor NAME` (or `--specverify-impl MODULE:FUNCTION --specverify-stage NAME`, with
+  `--specverify-declare PATH`) adds one test per check of every stage the implementation covers, named
+  `<stage>[<check>-<device>]`, each judged within the declared domain and dialect: `-k rejection.expand` picks a
+  stage, markers pick checks and devices (`-m hazard`, `-m "not corpus"`, `-m cuda`). `--specverify-waivers PATH`
+  applies the vendor's waiver file: an expected failure is an xfail, a check a skip waiver names is a skip (never
+  launched). After the tests come the same verdict lines, notes, stages not implemented and waiver states as
+  `specverify check` prints; `--specverify-report`, `--specverify-junit` and `--specverify-markdown` write the same
+  reports, and a waiver that is no longer needed fails the run (exit status 1). Under pytest-xdist the
+  workers' outcomes are gathered by the controller, which alone prints and writes them. A bad option or
+  declaration is the same one line as from the command line (a pytest usage error).
 - Here: the generated stage tests (`stage_matrix`, marked by backend, device and check), and every case
   file `cases/<stage>/<hash>.npz` collected as one regression test per backend and device that runs here
-  (not in vendor runs); a damaged case file is one failing test with its one-line reason.
-- Both kinds of test run under one run plan (`run_plan`, `session.RunPlan`), built once from the options
-  as `specverify check` builds its own: the cases they find go to `--specverify-findings DIR` (default
-  $SPECVERIFY_FINDINGS, else ./specverify-findings, as for the CLI), never into `cases/`;
-  `--specverify-cases DIR` is a folder the corpus check replays, read only.
+  (not in outside runs); a damaged case file is one failing test with its one-line reason.
 
 Heavy modules are imported when a hook needs them, so loading the plugin costs an unrelated repository
 nothing.
 """
 from __future__ import annotations
 
+import base64
 import dataclasses
-import os
+import pickle
 from pathlib import Path
 
 import pytest
 
-from specverify.profiles import PROFILES
+from specverify import options
 
 BACKEND_MARKERS = ("oracle", "numpy", "torch", "triton", "vendor")
 DEVICE_MARKERS = ("cpu", "cuda")
-VENDOR_RUN = pytest.StashKey()
+OUTSIDE_RUN = pytest.StashKey()
 RUN_PLAN = pytest.StashKey()
+PREFIX = options.PYTEST_PREFIX
+WORKER_OUTCOMES = "specverify_outcomes"
 
 
 def pytest_addoption(parser):
-    group = parser.getgroup("specverify")
-    group.addoption("--specverify-profile", choices=sorted(PROFILES),
-                    default=os.environ.get("SPECVERIFY_PROFILE", "ci"), help="Hypothesis profile of stage tests")
-    group.addoption("--specverify-seed", type=int, default=None, help="run seed (default: the profile's)")
-    group.addoption("--specverify-vendor", metavar="NAME", default=None,
-                    help="check every stage this vendor implements (entry point of group specverify.vendors, "
-                         "or MODULE[:ATTR])")
-    group.addoption("--specverify-waivers", metavar="PATH", type=Path, default=None, help="the vendor's waiver file")
-    group.addoption("--specverify-cases", metavar="DIR", type=Path, default=None,
-                    help="the vendor's case folder, replayed (read only) by the corpus check after the suite's")
-    group.addoption("--specverify-findings", metavar="DIR", type=Path, default=None,
-                    help="where the cases the run finds go (default $SPECVERIFY_FINDINGS, else "
-                         "./specverify-findings; never the suite's corpus)")
-    group.addoption("--specverify-device", choices=DEVICE_MARKERS, default=None,
-                    help="where the vendor's kernels run (default: cuda when present)")
-    group.addoption("--specverify-examples", metavar="N", type=int, default=None, help="valid-tier examples")
+    options.pytest_options(parser.getgroup("specverify"))
 
 
 def pytest_configure(config):
     from specverify import env
     from specverify.checks import CHECKS
 
-    vendor = config.getoption("--specverify-vendor")
-    if vendor is not None and not vendor.strip():
-        raise pytest.UsageError("--specverify-vendor: an empty name names no vendor")
     env.prepare()   # before anything imports Triton (torch itself does, e.g. under a TorchDispatchMode)
-
     for name in BACKEND_MARKERS:
         config.addinivalue_line("markers", f"{name}: a specverify test of the {name} backend")
     for name in DEVICE_MARKERS:
@@ -73,21 +58,26 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"{check.name}: the specverify {check.name} check ({check.doc})")
 
 
+def arguments(config):
+    """The options as `specverify check` would hold them."""
+    return options.from_pytest(config)
+
+
+def judges_outside(config) -> bool:
+    args = arguments(config)
+    return bool(args.vendor is not None or args.impl)
+
+
 def run_plan(config):
-    """The session's run plan, built once from the options (vendor waivers included): what every stage
-    test and vendor test runs under, each with its own check. pytest.UsageError for bad options."""
+    """The session's run plan, built once from the options as `specverify check` builds its own: what every
+    stage test runs under, each with its own check. pytest.UsageError for bad options."""
     plan = config.stash.get(RUN_PLAN, None)
     if plan is None:
-        from specverify import session, waivers
+        from specverify import selection
 
         try:
-            waiver_file = config.getoption("--specverify-waivers")
-            plan = session.RunPlan.build(
-                config.getoption("--specverify-profile"), seed=config.getoption("--specverify-seed"),
-                examples=config.getoption("--specverify-examples"),
-                findings=config.getoption("--specverify-findings"), cases=config.getoption("--specverify-cases"),
-                waivers=waivers.load(waiver_file) if waiver_file else None, option_prefix="--specverify-")
-        except (session.PlanError, waivers.WaiverError) as exc:
+            plan = selection.plan(arguments(config), "check", PREFIX)
+        except options.UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
         config.stash[RUN_PLAN] = plan
     return plan
@@ -128,60 +118,70 @@ def stage_matrix() -> list:
     return params
 
 
-# ------------------------------------------------------------------ a vendor's kernels as tests
+# ------------------------------------------------------------------ outside implementations as tests
 
 @dataclasses.dataclass
-class VendorRun:
-    vendor: object                 # vendors.Vendor
-    plan: object                   # session.RunPlan (waivers included)
+class OutsideRun:
+    selection: object              # selection.Selection (its plan holds the waivers)
     outcomes: list = dataclasses.field(default_factory=list)
+    finished: object = None        # conformance.Run, once the session is over (in the reporting process)
+
+
+def outside_run(config) -> OutsideRun:
+    """The session's outside run, its selection resolved once per process (pytest.UsageError for bad options)."""
+    run = config.stash.get(OUTSIDE_RUN, None)
+    if run is None:
+        from specverify import selection
+
+        try:
+            run = config.stash[OUTSIDE_RUN] = OutsideRun(selection.select(arguments(config), PREFIX))
+        except options.UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return run
 
 
 @pytest.hookimpl(tryfirst=True)      # before -k and -m deselect
 def pytest_collection_modifyitems(session, config, items):
-    if config.getoption("--specverify-vendor"):
-        items.extend(VendorSuite.from_parent(session, name="specverify", nodeid="specverify").collect())
+    """The outside implementation's tests, collected through pytest's own collection reports (so the
+    header counts them)."""
+    if not judges_outside(config):
+        return
+    suite = OutsideSuite.from_parent(session, name="specverify", nodeid="specverify")
+    report = session.ihook.pytest_make_collect_report(collector=suite)
+    session.ihook.pytest_collectreport(report=report)
+    if report.failed:
+        raise pytest.UsageError(str(report.longrepr))
+    items.extend(report.result)
 
 
-class VendorSuite(pytest.Collector):
-    """The vendor's tests (their node ids read `specverify::<stage>[<check>-<device>]`)."""
+class OutsideSuite(pytest.Collector):
+    """The outside tests (their node ids read `specverify::<stage>[<check>-<device>]`)."""
 
     def collect(self) -> list:
-        return vendor_items(self, self.config)
+        return outside_items(self, self.config)
 
 
-def vendor_items(parent, config) -> list:
-    """One VendorItem per (stage, check) of the vendor, in stage order and check order."""
-    from specverify import backends, env, registry
+def outside_items(parent, config) -> list:
+    """One OutsideItem per (stage, check) of the outside implementation(s), in stage order and check order."""
     from specverify import session as sv
-    from specverify import vendors
 
-    plan = run_plan(config)
-    try:
-        vendor = vendors.resolve(config.getoption("--specverify-vendor"), list(registry.all_stages()))
-    except vendors.VendorError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    device = config.getoption("--specverify-device") or ("cuda" if env.cuda_available() else "cpu")
-    why = backends.unavailable("torch", device)
-    if why:
-        raise pytest.UsageError(f"--specverify-device {device}: {why}")
-    run = config.stash[VENDOR_RUN] = VendorRun(vendor, plan)
+    run = outside_run(config)
+    chosen = run.selection
     found = []
-    for name, source in vendor.implementations.items():
-        target = backends.target(registry.all_stages()[name], "impl", device, source)
-        for check in sv.checks_of(target, plan):
-            item = VendorItem.from_parent(parent, name=f"{name}[{check.name}-{device}]", target=target,
-                                          check=check.name, run=run)
-            for marker in ("vendor", device, check.name):
+    for target in chosen.targets:
+        for check in sv.checks_of(target, chosen.plan):
+            item = OutsideItem.from_parent(parent, name=f"{target.stage.name}[{check.name}-{target.device}]",
+                                           target=target, check=check.name, run=run)
+            for marker in ("vendor", target.device, check.name):
                 item.add_marker(marker)
             found.append(item)
     return found
 
 
-class VendorItem(pytest.Item):
-    """One check of one vendor implementation."""
+class OutsideItem(pytest.Item):
+    """One check of one outside implementation."""
 
-    def __init__(self, *, target, check: str, run: VendorRun, **kw):
+    def __init__(self, *, target, check: str, run: OutsideRun, **kw):
         super().__init__(**kw)
         self.target, self.check, self.run = target, check, run
 
@@ -189,7 +189,8 @@ class VendorItem(pytest.Item):
         from specverify import session as sv
         from specverify.harness import Failure
 
-        [outcome] = sv.run([self.target], dataclasses.replace(self.run.plan, checks=(self.check,)))
+        plan = self.run.selection.plan
+        [outcome] = sv.run([self.target], dataclasses.replace(plan, checks=(self.check,)))
         self.run.outcomes.append(outcome)
         if outcome.status in ("waived", "skipped"):
             pytest.skip(outcome.headline)
@@ -207,39 +208,62 @@ class VendorItem(pytest.Item):
         return self.path, None, f"{self.target.stage.name} {self.check} of {self.target.source}"
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    run = config.stash.get(VENDOR_RUN, None)
-    if run is None or not run.outcomes:
-        return
-    from specverify import registry
-    from specverify.conformance import not_asked, verdicts
-    from specverify.reports import STATE_WORDS
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller (which collects nothing itself): gather a worker's outcomes."""
+    found = getattr(node, "workeroutput", {}).get(WORKER_OUTCOMES)
+    if found:
+        outside_run(node.config).outcomes += pickle.loads(base64.b64decode(found))
 
-    write = terminalreporter.write_line
-    terminalreporter.section(f"specverify: vendor {run.vendor.name}")
-    found = verdicts(run.outcomes)
-    for line in [v.line() for v in found] + not_asked(found):
-        write(line)
-    missing = [s for s in registry.all_stages() if s not in run.vendor.implementations]
-    write(f"not implemented ({len(missing)}): {', '.join(missing)}")
-    waiver_set = run.plan.waivers
-    if waiver_set is not None:
-        waiver_set.finish(set(registry.all_stages()), set(run.vendor.implementations))
-        for w in waiver_set.entries:
-            write(f"{w.label} [{w.mode}] {w.scope}: {STATE_WORDS[w.state]}")
+
+def finished_run(config):
+    """The run the outcomes of this session make, in the order `specverify check` runs them (in the process
+    that reports: not an xdist worker)."""
+    run = config.stash.get(OUTSIDE_RUN, None)
+    if run is None or hasattr(config, "workerinput") or not run.outcomes:
+        return None
+    if run.finished is None:
+        from specverify.checks import CHECKS
+
+        order = {(t.stage.name, t.device): i for i, t in enumerate(run.selection.targets)}
+        checks = list(CHECKS)
+        run.outcomes.sort(key=lambda o: (order.get((o.stage, o.device), len(order)),
+                                         checks.index(o.check) if o.check in checks else len(checks)))
+        run.finished = run.selection.finished(run.outcomes)
+    return run.finished
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    finished = finished_run(config)
+    if finished is None:
+        return
+    from specverify.report import run_lines
+
+    terminalreporter.section("specverify: " + (f"vendor {finished.vendor.name}" if finished.vendor is not None
+                                               else "outside implementation"))
+    for line in run_lines(finished, True):
+        terminalreporter.write_line(line)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
-    """A waiver that is no longer needed fails the run, as in `specverify check`."""
-    run = session.config.stash.get(VENDOR_RUN, None)
-    waiver_set = run.plan.waivers if run is not None else None
-    if waiver_set is None or not run.outcomes:
+    """xdist workers hand their outcomes to the controller; the reporting process writes the reports, and a
+    waiver that is no longer needed fails the run, as in `specverify check`."""
+    config = session.config
+    run = config.stash.get(OUTSIDE_RUN, None)
+    if run is not None and hasattr(config, "workerinput"):
+        config.workeroutput[WORKER_OUTCOMES] = base64.b64encode(pickle.dumps(run.outcomes)).decode()
         return
-    from specverify import registry
+    finished = finished_run(config)
+    if finished is None:
+        return
+    from specverify import reports
+    from specverify.conformance import FAILED
 
-    waiver_set.finish(set(registry.all_stages()), set(run.vendor.implementations))
-    if waiver_set.by_state("passed") and session.exitstatus == 0:
+    args = arguments(config)
+    for line in reports.write(finished, args.json, args.junit, args.markdown):
+        config.get_terminal_writer().line(f"specverify: error: {line}")
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+    if finished.exit_status == FAILED and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -247,7 +271,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 def pytest_collect_file(file_path: Path, parent):
     if (file_path.suffix == ".npz" and file_path.parent.parent.name == "cases" and "." in file_path.parent.name
-            and not parent.config.getoption("--specverify-vendor")):
+            and not judges_outside(parent.config)):
         return CaseFile.from_parent(parent, path=file_path)
     return None
 

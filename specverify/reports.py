@@ -31,7 +31,7 @@ STATE_WORDS = {"expected": "used: failed as expected", "skipped": "used: kept a 
 
 
 def oracles(run: Run) -> list[dict]:
-    stages = registry.all_stages()
+    stages = registry.all_stages() if run.outcomes else {}
     names = sorted({stages[o.stage].oracle.__module__ for o in run.outcomes if o.stage in stages})
     return [module_fingerprint(n) for n in names]
 

@@ -91,7 +91,11 @@ def contain(keep: list[int], memory: int | None, device: str) -> None:
             return
         for fd in keep:
             os.close(fd)
-        os.write(fate_w, struct.pack("i", reap_until(runner)))
+        status = reap_until(runner)
+        try:
+            os.write(fate_w, struct.pack("i", status))
+        except OSError:                              # the worker is gone (the judge ended the target)
+            pass
         os._exit(0)                                  # the namespace ends with its init
     os.close(fate_w)
     for fd in keep:

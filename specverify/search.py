@@ -15,7 +15,7 @@ from typing import Callable
 from hypothesis import errors as hypothesis_errors
 from hypothesis import given, seed as hypothesis_seed, strategies as st
 
-from specverify import cases, env
+from specverify import cases, env, interrupts
 from specverify.backends import Target
 from specverify.calls import error_text
 from specverify.checks import Context, Outcome
@@ -85,7 +85,8 @@ def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ct
         if ctx.progress:
             ctx.progress(min(outcome.examples, outcome.planned))
         try:
-            measured = judge(target, example, ctx)
+            with interrupts.raising():
+                measured = judge(target, example, ctx)
         except (Failure, OracleError) as exc:
             if outcome.found_after is None:
                 outcome.found_after = outcome.examples
@@ -97,7 +98,8 @@ def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ct
     test = hypothesis_seed(seed_for(ctx.run_seed, stage.name, tier if check == tier else f"{tier}:{check}"))(
         ctx.profile.hypothesis_settings(outcome.planned)(given(tier_strategy(target, tier))(probe)))
     try:
-        test()
+        with interrupts.deferred():    # a signal inside Hypothesis's engine waits for the next example
+            test()
     except Abandon:
         if failing:
             record_failure(target, check, ctx, outcome, *failing[-1])

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from specverify import env
+from specverify import env, interrupts
 from specverify.backends import Target
 from specverify.calls import InProcess, Interrupted, error_text
 from specverify.checks import Context, Outcome, default_checks, ordered
@@ -174,6 +174,7 @@ def run_target(target: Target, plan: RunPlan, listener: Listener, only: set[str]
     deadline = time.monotonic() + plan.per_target if plan.per_target else None
     try:
         for check, waiver in asked:
+            interrupts.checkpoint()
             if waiver is None and unloadable is not None:   # tried once: every check fails with it, no case
                 outcome = Outcome(target.stage.name, target.backend.name, target.device, check.name,
                                   status="failed", kind="load", headline=f"{target.label} {unloadable.text}",

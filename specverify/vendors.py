@@ -119,6 +119,63 @@ def read_declaration(ref: str, timeout: float) -> dict[str, dict] | str:
     return found
 
 
+def missing_sources(sources: list[str], timeout: float) -> dict[str, str]:
+    """{source: one line} for each "module:function" whose module or function does not exist, looked up by a
+    contained worker process within `timeout` seconds. A module that exists but fails while importing is
+    not missing (that is the implementation's failure, reported by the run); a worker that does not answer
+    finds nothing missing (the run then reports what happens)."""
+    from specverify.worker import ask_once
+
+    if not sources:
+        return {}
+    answer = ask_once(sources_main, (list(sources),), timeout, MAX_ANSWER)
+    found = answer.get("missing") if isinstance(answer, dict) else None
+    if not isinstance(found, dict):
+        return {}
+    return {s: str(found[s])[:300] for s in sources if isinstance(found.get(s), str)}
+
+
+def sources_main(conn, sources: list[str]) -> None:
+    """In a contained worker: import each source's module and find its function; answer with those missing."""
+    from specverify import env, sandbox
+
+    sandbox.contain([conn.fileno()], None, "cpu")
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    env.prepare()
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    missing = {}
+    for source in sources:
+        problem = source_problem(source)
+        if problem:
+            missing[source] = problem
+    conn.send_bytes(json.dumps({"missing": missing}).encode())
+
+
+def source_problem(source: str) -> str | None:
+    """Why "module:function" names nothing here (None when it does, or when its module fails on import)."""
+    import importlib
+
+    module_name, sep, attr = source.partition(":")
+    if not sep or not IMPORT_PATH.match(source):
+        return "expected MODULE:FUNCTION (a dotted module path, a colon, a function name)"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            return f"no module named {exc.name!r} (looked for on this Python's path and in the current folder)"
+        return None
+    except BaseException:  # it exists and breaks on import: the run reports that as the target's failure
+        return None
+    if not hasattr(module, attr):
+        return f"module {module_name} has no attribute {attr!r}"
+    if not callable(getattr(module, attr)):
+        return f"{attr} in module {module_name} is not callable"
+    return None
+
+
 def declaration_main(conn, ref: str) -> None:
     """In a contained worker: import the declaration and answer with its stage -> "module:function" mapping."""
     from specverify import env, sandbox

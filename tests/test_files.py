@@ -13,7 +13,8 @@ import pytest
 
 from specverify import cases, registry
 from specverify.checks import Outcome
-from specverify.cli import NOTHING_CHECKED, exit_status, main
+from specverify.cli import main
+from specverify.conformance import NOTHING_CHECKED, exit_status
 from specverify.stage import Buffer, Example
 
 GREEDY = registry.all_stages()["rejection.greedy"]

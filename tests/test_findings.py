@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from specverify import cases, cli, corpus_admin, registry
+from specverify import cases, corpus_admin, options, registry, selection
 from specverify.cli import main
 from specverify.corpus import suite_corpus
 from specverify.pytest_plugin import run_plan, run_stage_check
@@ -25,7 +25,7 @@ class Config:
                         **given}
 
     def getoption(self, name):
-        return self.options[name]
+        return self.options.get(name)
 
 
 @pytest.fixture
@@ -64,7 +64,7 @@ def test_the_plugins_stage_tests_never_write_into_cases(checkout, monkeypatch):
 
 def test_the_cli_and_the_plugin_resolve_the_same_findings_folder(checkout, monkeypatch):
     def both(cli_args: list[str], **plugin_options) -> tuple[Path, Path]:
-        return (cli.check_plan(cli.parser().parse_args(["check", *cli_args])).findings,
+        return (selection.plan(options.parser().parse_args(["check", *cli_args])).findings,
                 run_plan(Config(checkout, **plugin_options)).findings)
 
     assert both([]) == (Path("specverify-findings"),) * 2

@@ -1,0 +1,162 @@
+"""An interrupt always lands: SIGINT or SIGTERM at any moment of a `specverify check` (the imports, a vendor's
+declaration loading, inside Hypothesis, inside a garbage-collector callback, inside a worker call, while the
+reports are written) ends the run promptly with one line, exit status 1, reports that hold what finished
+marked interrupted, and no process of the run left."""
+import gc
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from specverify import interrupts, reports
+from specverify.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+DOMAIN = ROOT / "examples" / "vendor_domain"
+PROMPT = 2.0          # seconds from the signal to the end of the run, on a quiet machine
+SLACK = 2.0           # more, where the machine is shared (CI runs the tests two at a time)
+
+
+def processes_marked(mark: str) -> list[int]:
+    """Processes whose environment holds SPECVERIFY_TEST_MARK=mark (a run's workers inherit it)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/environ", "rb") as f:
+                    if f"SPECVERIFY_TEST_MARK={mark}".encode() in f.read().split(b"\0"):
+                        found.append(int(name))
+            except OSError:
+                continue
+    return found
+
+
+def interrupted_at(moment: tuple[str, float], argv: list[str], tmp_path: Path, number=signal.SIGINT) -> dict:
+    """Start `specverify ARGV --report r.json`, send the signal at `moment` (`delay` seconds after the first
+    output line that holds `after`; "" for the start), and check what an interrupted run promises; returns its
+    report."""
+    after, delay = moment
+    mark = f"{os.getpid()}-{after}-{delay}-{number}"
+    report = tmp_path / f"r-{delay}.json"
+    env = {**os.environ, "SPECVERIFY_TEST_MARK": mark,
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(DOMAIN), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.Popen([sys.executable, "-m", "specverify", *argv, "--report", str(report)], cwd=tmp_path,
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(run.stdout), daemon=True)
+    reader.start()
+    start = time.monotonic()
+    while after and not any(after in line for line in lines) and run.poll() is None:
+        time.sleep(0.02)
+    time.sleep(max(0.0, delay - (time.monotonic() - start if not after else 0.0)))
+    if run.poll() is not None:
+        pytest.fail(f"the run ended before its signal at {moment}: {''.join(lines)[-2000:]}")
+    run.send_signal(number)
+    sent = time.monotonic()
+    run.wait(timeout=60)
+    took = time.monotonic() - sent
+    reader.join(10)
+    out, name = "".join(lines), signal.Signals(number).name
+    assert run.returncode == 1, out[-3000:]
+    assert took < PROMPT + SLACK, f"{took:.2f} s after {name} at {moment}"
+    assert "Traceback" not in out and "Exception ignored" not in out, out[-3000:]
+    assert lines and f"interrupted by {name}" in lines[-1], out[-3000:]
+    found = json.loads(report.read_text())
+    assert found["interrupted"] == name and found["exit_status"] == 1
+    deadline = time.monotonic() + 2
+    while processes_marked(mark) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_marked(mark) == [], f"left running after {name} at {moment}"
+    return found
+
+
+IN_PROCESS = [("", 0.3), ("", 0.8), ("", 1.4), ("", 2.0), ("", 2.8), ("specverify check:", 0.2),
+              ("ok ", 0.0), ("ok ", 0.4), ("ok ", 1.1)]
+VENDOR = [("", 0.5), ("", 1.5), ("", 2.5), ("vendor vendor_domain", 0.1), ("specverify check:", 0.5),
+          ("specverify check:", 1.5), ("ok ", 0.2), ("ok ", 1.0)]
+
+
+def test_an_interrupt_at_many_moments_of_an_in_process_run(tmp_path):
+    finished = [len(interrupted_at(moment, ["check", "--stage", "rejection.*", "--backend", "torch", "--backend",
+                                            "triton", "--device", "cpu"], tmp_path)["outcomes"])
+                for moment in IN_PROCESS]
+    assert finished[0] == 0 and finished[-1] > 0, finished
+
+
+def test_an_interrupt_at_many_moments_of_a_vendor_run_leaves_no_worker(tmp_path):
+    for i, moment in enumerate(VENDOR):
+        interrupted_at(moment, ["check", "--vendor", "vendor_domain.specverify_vendor", "--device", "cpu"], tmp_path,
+                       signal.SIGTERM if i % 3 == 2 else signal.SIGINT)
+
+
+def test_a_signal_while_the_reports_are_written_marks_them(tmp_path, monkeypatch, capsys):
+    write = reports.write
+    calls = []
+
+    def signalled(run, *paths):
+        calls.append(run.interrupted)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGINT)     # lands in the middle of the writing
+        return write(run, *paths)
+
+    monkeypatch.setattr(reports, "write", signalled)
+    status = main(["check", "--stage", "rejection.expand", "--backend", "torch", "--check", "invalid",
+                   "--report", str(tmp_path / "r.json")])
+    assert status == 1 and calls == [None, "SIGINT"]
+    found = json.loads((tmp_path / "r.json").read_text())
+    assert found["interrupted"] == "SIGINT" and found["outcomes"][0]["status"] == "passed"
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("specverify check: interrupted by SIGINT")
+
+
+def test_a_signal_inside_a_gc_callback_is_not_swallowed(tmp_path, capsys):
+    sent = []
+
+    def collecting(phase, info):
+        if phase == "start" and not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGINT)     # the handler runs inside this callback
+
+    gc.callbacks.append(collecting)
+    try:
+        status = main(["check", "--stage", "rejection.*", "--backend", "torch", "--device", "cpu",
+                       "--report", str(tmp_path / "r.json")])
+    finally:
+        gc.callbacks.remove(collecting)
+    captured = capsys.readouterr()
+    assert sent and status == 1, captured.out[-2000:]
+    assert "Exception ignored" not in captured.err and "Traceback" not in captured.err
+    assert json.loads((tmp_path / "r.json").read_text())["interrupted"] == "SIGINT"
+
+
+def test_a_signal_inside_hypothesis_waits_for_the_next_example(tmp_path, monkeypatch, capsys):
+    """Sent while a strategy draws: no 'Inconsistent data generation', no error outcome, the run ends."""
+    from specverify import search
+
+    strategy = search.tier_strategy
+    draws = []
+
+    def signalling(target, tier):
+        def draw(example):
+            draws.append(1)
+            if len(draws) == 7:
+                os.kill(os.getpid(), signal.SIGINT)
+                assert interrupts.pending() == "SIGINT"    # recorded, not raised, inside Hypothesis
+            return example
+        return strategy(target, tier).map(draw)
+
+    monkeypatch.setattr(search, "tier_strategy", signalling)
+    started = time.monotonic()
+    status = main(["check", "--stage", "rejection.greedy", "--backend", "torch", "--device", "cpu",
+                   "--report", str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    assert status == 1 and time.monotonic() - started < 30, out[-2000:]
+    found = json.loads((tmp_path / "r.json").read_text())
+    assert found["interrupted"] == "SIGINT"
+    assert all(o["status"] != "error" for o in found["outcomes"]), found["outcomes"]
+    assert "Inconsistent" not in out
