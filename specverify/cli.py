@@ -122,6 +122,8 @@ def parser() -> argparse.ArgumentParser:
     shw = sub.add_parser("show", help="print stage contracts: fields, semantics, tiers, a worked example")
     shw.add_argument("stage", nargs="*", metavar="STAGE",
                      help="names or globs; none: every stage and the shared conventions")
+    shw.add_argument("--markdown", action="store_true",
+                     help="print Markdown (as docs/stages.md) instead of text wrapped to the terminal")
 
     cor = sub.add_parser("corpus", help="the suite's regression corpus: add case files to it, or list it")
     actions = cor.add_subparsers(dest="action", required=True)
@@ -584,22 +586,22 @@ def cmd_matrix(args) -> int:
 
 
 def cmd_show(args) -> int:
-    """Print the contracts of the selected stages (Markdown; rendered when stdout is a terminal)."""
-    from rich.markdown import Markdown
+    """Print the contracts of the selected stages (all, with the conventions, for none) from the packaged
+    text: laid out for people and wrapped to the terminal's width, or as Markdown (--markdown)."""
+    from specverify import contract_text
 
-    from specverify import contract
-
-    stages: dict = {}
-    for pattern in args.stage:
-        try:
-            stages.update((s.name, s) for s in registry.select([pattern]))
-        except LookupError:
-            raise UsageError(f"{pattern!r} matches no stage (known: {', '.join(registry.all_stages())})") from None
-    text = contract.show_text(list(stages.values()))
-    if console.is_terminal:
-        console.print(Markdown(text))
+    try:
+        data = contract_text.load()
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"the packaged contracts {contract_text.PACKAGED} could not be read ({exc}): "
+                         "reinstall specverify, or run `python -m specverify.contract` in a checkout") from None
+    stages = contract_text.select(data, args.stage)
+    if args.markdown:
+        sys.stdout.write(contract_text.show_markdown(stages) if stages else contract_text.all_markdown(data))
     else:
-        sys.stdout.write(text)
+        from specverify.contract_terminal import show
+
+        show(data, stages)
     return PASSED
 
 
