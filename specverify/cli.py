@@ -593,7 +593,8 @@ def cmd_show(args) -> int:
     try:
         data = contract_text.load()
     except (OSError, ValueError) as exc:
-        raise UsageError(f"the packaged contracts {contract_text.PACKAGED} could not be read ({exc}): "
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
+        raise UsageError(f"the packaged contracts {contract_text.PACKAGED} could not be read ({why}): "
                          "reinstall specverify, or run `python -m specverify.contract` in a checkout") from None
     stages = contract_text.select(data, args.stage)
     if args.markdown:

@@ -1,6 +1,6 @@
 """Every stage's contract as plain data generated from the records (`specverify.stages.*`), and the
 files made of it: `specverify/contracts.json` (shipped in the package: what `specverify show` prints,
-without loading the records, NumPy or torch) and `docs/stages.md` (the conventions, an index and every
+without loading the records or torch) and `docs/stages.md` (the conventions, an index and every
 stage, as Markdown). `specverify.contract_text` renders the data.
 
 The fields table comes from `Stage.inputs` and `Stage.outputs`, the prose from `Stage.doc`,

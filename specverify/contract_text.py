@@ -1,10 +1,11 @@
-"""Stage contracts as text, rendered from the data `python -m specverify.contract` generates from the
-records and ships in the package (`contracts.json`): Markdown (`docs/stages.md`, `specverify show
---markdown`) and text for a terminal, wrapped to a width (`specverify show`).
+"""Stage contracts as Markdown, from the data `python -m specverify.contract` generates from the records
+and ships in the package (`contracts.json`): `docs/stages.md` and `specverify show --markdown`; and
+reading that file, with the stage selection of `specverify show` (`contract_terminal` lays it out for
+a terminal).
 
-Only the standard library and rich are imported here: `specverify show` loads neither the records nor
-NumPy nor torch. The prose of a record (semantics, tiers, rules, captions) is Markdown of a small kind:
-paragraphs, `- ` items, `code`, **strong** and *emphasis*; the terminal renderer reads that kind.
+Only the standard library is imported here: reading the contracts loads neither the records nor NumPy
+nor torch. The prose of a record (semantics, tiers, rules, captions) is Markdown of a small kind:
+paragraphs, `- ` items, `code`, **strong** and *emphasis*; the terminal layout reads that kind.
 """
 from __future__ import annotations
 
@@ -22,9 +23,15 @@ POINTER = ("Conventions every stage follows (offsets, placeholders, destination 
            "bytes, tiers): `specverify show` without a stage, or docs/stages.md in the repository.")
 
 
-def load(path: Path = PACKAGED) -> dict:
-    """The packaged contracts: {"conventions": Markdown, "stages": [stage data, in registry order]}."""
-    return json.loads(path.read_text(encoding="utf-8"))
+def load(path: Path | None = None) -> dict:
+    """The packaged contracts (or those at `path`): {"conventions": Markdown, "stages": [stage data, in
+    registry order]}."""
+    data = json.loads((path or PACKAGED).read_text(encoding="utf-8"))
+    stages = data.get("stages") if isinstance(data, dict) else None
+    if not (isinstance(stages, list) and isinstance(data.get("conventions"), str)
+            and all(isinstance(s, dict) and "name" in s for s in stages)):
+        raise ValueError("not the contracts python -m specverify.contract writes")
+    return data
 
 
 def select(data: dict, patterns: list[str]) -> list[dict]:

@@ -131,6 +131,17 @@ def test_show_selects_by_glob_and_refuses_unknown_stages(capsys):
         assert words_ in err and "kv.commit_draft" not in err, err
 
 
+def test_show_without_its_packaged_contracts_is_one_line(tmp_path, capsys, monkeypatch):
+    for name, text in (("missing.json", None), ("damaged.json", "{not json"), ("other.json", '{"stages": 1}'), ("list.json", "[]")):
+        if text is not None:
+            (tmp_path / name).write_text(text)
+        monkeypatch.setattr(contract_text, "PACKAGED", tmp_path / name)
+        assert main(["show", "rejection.greedy"]) == 2
+        out = capsys.readouterr().out
+        assert out.count("\n") == 1 and out.startswith(f"specverify show: error: the packaged contracts "
+                                                         f"{tmp_path / name} could not be read ("), out
+
+
 def test_show_loads_neither_torch_nor_the_records():
     """`show` in a fresh interpreter: what it imports (`-X importtime`) holds no torch, no stage record,
     strategy or oracle: it prints the packaged text."""
@@ -184,7 +195,8 @@ def test_render_takes_any_record():
     text = contract.render(bare)
     assert text.startswith(f"## {bare.name}") and "(not written yet)" in text and "(none yet)" in text
     shown = contract_terminal.terminal_text({}, [contract.stage_data(bare)], 80).plain
-    assert shown.startswith(f"{bare.name}\n{'=' * len(bare.name)}\nCall") and "(not written yet)" in shown and "(none yet)" in shown
+    assert shown.startswith(f"{bare.name}\n{'=' * len(bare.name)}\nCall")
+    assert "(not written yet)" in shown and "(none yet)" in shown
 
 
 def test_terminal_text_drops_markup_but_not_arithmetic():

@@ -48,7 +48,7 @@ def other_vendor(data: dict) -> dict:
     data = copy.deepcopy(data)
     data["vendor"]["name"], data["vendor"]["distribution"] = f"rival{HOSTILE}", "rival 2.0"
     expand = verdict(data, "rejection.expand")
-    expand["domain"], expand["dialect"] = [f"`x` contiguous {HOSTILE}"], "strict-tie"
+    expand["domain"], expand["dialect"] = [f"`x` contiguous {HOSTILE}", f"`{HOSTILE}` in a code span"], "strict-tie"
     crash = outcome(data, "eagle.extend_queries", "valid")
     crash["kind"], crash["headline"] = "timeout", f"eagle.extend_queries on impl/cpu timed out {HOSTILE}"
     crash["failures"][0]["headline"] = crash["headline"]
@@ -122,8 +122,10 @@ def test_report_text_is_escaped_in_both_pages(tmp_path):
     found = matrix.build([matrix.load(write(tmp_path / "r.json", other_vendor(demo())))])
     page, twin = matrix_page.html(found), matrix_page.markdown(found)
     assert "<script" not in page and "<img" not in page and "&lt;script&gt;" in page
+    assert "<code>x</code> contiguous &lt;script&gt;" in page and "<code>&lt;script&gt;" in page
     rendered = MarkdownIt("commonmark", {"html": True}).enable("table").render(twin)   # raw HTML let through
     assert "<script" not in rendered and "<img" not in rendered and "&lt;script&gt;" in rendered
+    assert "<code>x</code> contiguous &lt;script&gt;" in rendered and "<code>&lt;script&gt;" in rendered
     assert rendered.count("<table>") == 2 and 'href="#d0-1"' in rendered and '<a id="d0-1">' in rendered
 
 
@@ -297,29 +299,32 @@ def test_impl_rows_name_their_source_code_renders_and_replays_run_from_anywhere(
     run.mkdir(), elsewhere.mkdir()
     monkeypatch.chdir(run)
     reports = []
-    for function in ("bonus_even_after_reject", "capped_at_128"):
+    for function in ("writes_one_past_the_end", "patch_the_judge"):
         reports.append(str(run / f"{function}.json"))
-        assert main(["check", "--stage", "rejection.greedy", "--impl", f"tests.planted_greedy:{function}",
-                     "--device", "cpu", "--examples", "20", "--findings", "my findings", "--report", reports[-1]]) == 1
+        assert main(["check", "--stage", "rejection.greedy", "--impl", f"tests.hostile:{function}", "--device", "cpu",
+                     "--examples", "20", "--findings", "my findings", "--report", reports[-1]]) == 1
     domain = str(ROOT / "examples" / "vendor_domain" / "reports" / "report.json")
     assert main(["matrix", *reports, domain, "--out", str(tmp_path / "out")]) == 0
     capsys.readouterr()
     dom = Dom()
     dom.feed(browse(tmp_path / "out" / "matrix.html", tmp_path, "--dump-dom").stdout)
-    planted, capped, vendor = dom.heads
-    assert planted.startswith("tests.planted_greedy:bonus_even_after_reject module sha256 ")
-    assert capped.startswith("tests.planted_greedy:capped_at_128 module sha256 ")
+    past, judge, vendor = dom.heads
+    assert past.startswith("tests.hostile:writes_one_past_the_end module sha256 ")
+    assert judge.startswith("tests.hostile:patch_the_judge module sha256 ") and past.split()[3] == judge.split()[3]
     assert vendor.startswith("vendor_domain vendor-domain 0.1.0 ")
     cells = [c for row in dom.rows for c in row]
     assert not [c["text"] for c in cells if "`" in c["text"]]
+    [failed] = [c for c in [r for r in dom.rows if r][0] if c["category"] == "contract"]
+    assert "write past the end of output_token_ids by 1 element" in failed["text"]
+    assert failed["codes"] == ["output_token_ids"]
     assert {"draft_probs", "oov_drafts", "discarded_rows"} <= {code for c in cells for code in c["codes"]}
-    assert len(dom.replays) == 2 and "--impl tests.planted_greedy:bonus_even_after_reject " in dom.replays[0]
+    assert len(dom.replays) == 2 and "--impl tests.hostile:writes_one_past_the_end " in dom.replays[0]
     words = shlex.split(dom.replays[0])
-    assert words[:2] == ["specverify", "replay"] and words[2].startswith(str(run / "my findings")) and \
-        "its case path is relative" not in Path(tmp_path / "out" / "matrix.html").read_text()
+    assert words[:2] == ["specverify", "replay"] and words[2].startswith(str(run / "my findings"))
+    assert "its case path is relative" not in (tmp_path / "out" / "matrix.html").read_text()
     monkeypatch.chdir(elsewhere)
     assert main(words[1:]) == 1
-    assert "FAILED rejection.greedy on impl/cpu" in capsys.readouterr().out
+    assert "write past the end of `output_token_ids`" in capsys.readouterr().out
 
 
 def test_the_committed_matrix_is_what_the_readme_command_writes(tmp_path, monkeypatch):
