@@ -17,15 +17,12 @@ import textwrap
 from rich.console import Console
 from rich.text import Text
 
-from specverify.contract_text import POINTER, sentence, signature
+from specverify.contract_text import INLINE, POINTER, sentence, signature
 
 MAX_WIDTH = 120          # the text is wrapped to the terminal's width, at most this
 MIN_ROOM = 36            # fewest columns a field's meaning gets beside its name before it goes below
 CODE, STRONG, HEADING = "cyan", "bold", "bold"
 
-INLINE = re.compile(r"(?P<ticks>`+)(?P<code>.+?)(?P=ticks)"
-                    r"|(?<![\w*])\*\*(?P<strong>\S(?:.*?\S)?)\*\*(?![\w*])"
-                    r"|(?<![\w*])\*(?P<em>[^\s*](?:[^*]*?[^\s*])?)\*(?![\w*])")
 HEAD = re.compile(r"#+ ")
 ROW_START = re.compile(r"(\[[\d, ]+\] )?\[")     # "[0] [" or "[" before an array row's values
 

@@ -73,6 +73,24 @@ def no_stage(pattern: str, names: list[str]) -> str:
 # --- Markdown -------------------------------------------------------------------------------------------
 
 RISKY = re.compile(r"([-+*>]|\d+[.)])(\s|=|$)")    # would open a list or a quote at the start of a line
+# the inline markup of a record's prose: a code span, **strong**, *emphasis* (a `*` inside a word, as in
+# b*N or 2**31, is arithmetic)
+INLINE = re.compile(r"(?P<ticks>`+)(?P<code>.+?)(?P=ticks)"
+                    r"|(?<![\w*])\*\*(?P<strong>\S(?:.*?\S)?)\*\*(?![\w*])"
+                    r"|(?<![\w*])\*(?P<em>[^\s*](?:[^*]*?[^\s*])?)\*(?![\w*])")
+
+
+STAR = re.compile(r"(?<!\s)\*|\*(?!\s)")    # a `*` that could open or close emphasis (not spaced: u * q)
+
+
+def prose(text: str) -> str:
+    """A record's prose for Markdown: each `*` of its arithmetic that a renderer could read as emphasis
+    (b*N, 2**31) escaped; its code spans and markup (INLINE) kept."""
+    out, pos = [], 0
+    for m in INLINE.finditer(text):
+        out += [STAR.sub(r"\\*", text[pos:m.start()]), m.group(0)]
+        pos = m.end()
+    return "".join(out) + STAR.sub(r"\\*", text[pos:])
 
 
 def wrap(text: str, indent: str = "") -> list[str]:
@@ -89,7 +107,7 @@ def wrap(text: str, indent: str = "") -> list[str]:
 def reflow(text: str) -> str:
     """Paragraphs and "- " bullet items of plain prose, rewrapped to WIDTH."""
     blocks = []
-    for paragraph in text.strip().split("\n\n"):
+    for paragraph in prose(text).strip().split("\n\n"):
         items = re.split(r"\n(?=- )", paragraph)
         blocks.append("\n".join(line for item in items
                                  for line in wrap(item, "  " if item.startswith("- ") else "")))
@@ -114,7 +132,7 @@ def signature(stage: dict, width: int) -> list[str]:
 def field_row(f: dict) -> str:
     shape = f"`[{f['shape']}]`" if f["shape"] else "scalar"
     return (f"| `{f['name']}` | {f['role']} | {cell(f['dtype'])} | {cell(shape)} | {'yes' if f['optional'] else ''} "
-            f"| {'yes' if f['strided'] else ''} | {cell(f['doc'])} |")
+            f"| {'yes' if f['strided'] else ''} | {cell(prose(f['doc']))} |")
 
 
 def entry_lines(e: dict) -> list[str]:
@@ -127,7 +145,7 @@ def entry_lines(e: dict) -> list[str]:
 
 
 def worked_markdown(worked: dict) -> list[str]:
-    out = [*wrap(worked["caption"]), ""] if worked["caption"] else []
+    out = [*wrap(prose(worked["caption"])), ""] if worked["caption"] else []
     body = [line for section in worked["sections"]
             for line in [section["title"], *(x for e in section["entries"] for x in entry_lines(e))]]
     return out + ["```", *body, "```", ""]
@@ -137,15 +155,15 @@ def stage_markdown(s: dict) -> str:
     """One stage's contract as Markdown: doc line, call, fields, semantics, tiers, worked example."""
     out = [f"## {s['name']}", ""]
     if s["doc"]:
-        out += [sentence(s["doc"]), ""]
+        out += [sentence(prose(s["doc"])), ""]
     kind = "host stage: returns Python values" if s["host"] else "device stage: writes its output buffers"
     out += [f"Call ({kind}):", "", "```", *signature(s, WIDTH), "```", ""]
     out += ["| field | in/out | dtype | shape | optional | strided | meaning |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
     out += [field_row(f) for f in s["fields"]]
-    out += ["", "### Contract", "", s["semantics"] or "(not written yet)", "", "### Input tiers", ""]
+    out += ["", "### Contract", "", prose(s["semantics"]) or "(not written yet)", "", "### Input tiers", ""]
     for tier, text in s["tiers"]:
-        out += wrap(f"- **{tier}**: {text}", "  ")
+        out += wrap(f"- **{tier}**: {prose(text)}", "  ")
     if s["not_drawn"]:
         out.append(f"- not drawn for this stage: {', '.join(s['not_drawn'])}")
     out += ["", "### Worked example", ""]
@@ -153,9 +171,9 @@ def stage_markdown(s: dict) -> str:
     if s["declarable"]:
         out += ["### What a declared domain may restrict", "",
                 *wrap("Each with its reason, in a `--declare` file or a vendor's table (README: Declared domains):"),
-                "", *[f"- {item}" for item in s["declarable"]], ""]
+                "", *[f"- {prose(item)}" for item in s["declarable"]], ""]
     for d in s["dialects"]:
-        out += [f"### Dialect `{d['name']}`", "", sentence(d["doc"]), "", d["rule"], "", ours(d), ""]
+        out += [f"### Dialect `{d['name']}`", "", sentence(prose(d["doc"])), "", prose(d["rule"]), "", ours(d), ""]
         out += worked_markdown(d["worked"])
     return "\n".join(out)
 
@@ -176,7 +194,7 @@ def all_markdown(data: dict) -> str:
            "Generated from the stage records by `python -m specverify.contract`; do not edit by hand. "
            "`specverify show STAGE` prints one stage.", "",
            reflow(data["conventions"]), "## Stages", "", "| stage | what it does |", "| --- | --- |"]
-    out += [f"| [`{s['name']}`](#{anchor(s['name'])}) | {cell(s['doc'])} |" for s in data["stages"]]
+    out += [f"| [`{s['name']}`](#{anchor(s['name'])}) | {cell(prose(s['doc']))} |" for s in data["stages"]]
     out.append("")
     out += [stage_markdown(s) for s in data["stages"]]
     return "\n".join(out).rstrip("\n") + "\n"

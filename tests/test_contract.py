@@ -225,6 +225,19 @@ def test_regenerate_check(tmp_path, capsys):
     assert [s["name"] for s in contract_text.select(written, ["kv.*"])] == [s.name for s in STAGES if s.family == "kv"]
 
 
+def test_arithmetic_in_the_prose_is_no_emphasis():
+    """docs/stages.md rendered as CommonMark: bold and italics only where the records mean them (b*N and
+    2**31 stay arithmetic)."""
+    from markdown_it import MarkdownIt
+
+    page = MarkdownIt("commonmark").enable("table").render(contract.DOCS.read_text())
+    marked = set(re.findall(r"<(?:strong|em)>(.*?)</(?:strong|em)>", page))
+    assert marked == {"Byte identity.", "Calling convention (destination passing).", "Defined region.", "Guard bytes.",
+                      "Input tiers.", "Names.", "Offsets.", "Strides.", "Token ids.", "valid", "hazard", "invalid",
+                      "strided"}
+    assert "2**31 - 1" in re.sub(r"<[^>]+>", "", page) and "b*N + i" in page
+
+
 def test_prose_opens_no_stray_markdown_blocks():
     """A wrapped line of prose must not start with what Markdown reads as a list item or a quote."""
     inside_code, previous, found = False, "", []
