@@ -1,33 +1,34 @@
-"""Every stage's contract as text a reader can implement from: `specverify show STAGE` prints it, and
-`docs/stages.md` (the conventions, an index and every stage) is `render_all()` written to a file.
+"""Every stage's contract as plain data generated from the records (`specverify.stages.*`), and the
+files made of it: `specverify/contracts.json` (shipped in the package: what `specverify show` prints,
+without loading the records or torch) and `docs/stages.md` (the conventions, an index and every
+stage, as Markdown). `specverify.contract_text` renders the data.
 
-The text is generated from the records (`specverify.stages.*`): the fields table from `Stage.inputs` and
-`Stage.outputs`, the prose from `Stage.doc`, `Stage.semantics` and `Stage.tiers`, and the worked example
-from `Stage.worked`, whose outputs are computed here by running the oracle.
+The fields table comes from `Stage.inputs` and `Stage.outputs`, the prose from `Stage.doc`,
+`Stage.semantics` and `Stage.tiers`, and the worked example from `Stage.worked`, whose outputs are
+computed here by running the oracle.
 
-Regenerate the file with `python -m specverify.contract`; `--check` exits 1 when it is out of date.
+Regenerate both files with `python -m specverify.contract`; `--check` exits 1 when one is out of date.
 """
 from __future__ import annotations
 
 import argparse
 import inspect
-import re
+import json
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from specverify import contract_text
+from specverify.contract_text import PACKAGED, UNTOUCHED
 from specverify.materialize import GUARD, GUARD_B, GUARD_BYTES, POISON_A, POISON_B
 from specverify.stage import TIERS, Example, Field, Stage
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "stages.md"
 REGENERATE = "python -m specverify.contract"
-UNTOUCHED = "-"          # an output element the stage leaves as it found it
 MAX_ROW = 24             # values shown per row of an array before "..."
 MAX_ROWS = 16            # rows shown of an array before "... N more rows"
-WIDTH = 108              # generated prose is wrapped to this many characters
 
 CONVENTIONS = f"""\
 ## Conventions every stage follows
@@ -92,29 +93,6 @@ single precision with round to nearest; a division must be correctly rounded, no
 """
 
 
-RISKY = re.compile(r"([-+*>]|\d+[.)])(\s|=|$)")    # would open a list or a quote at the start of a line
-
-
-def wrap(text: str, indent: str = "") -> list[str]:
-    """Prose wrapped to WIDTH, no line starting with something Markdown reads as a list or a quote."""
-    lines = textwrap.wrap(" ".join(text.split()), WIDTH, subsequent_indent=indent, break_long_words=False,
-                          break_on_hyphens=False)
-    for i in range(1, len(lines)):
-        while RISKY.match(lines[i].lstrip()) and " " in lines[i - 1].strip():
-            head, word = lines[i - 1].rsplit(" ", 1)
-            lines[i - 1], lines[i] = head, indent + word + " " + lines[i].lstrip()
-    return lines
-
-
-def reflow(text: str) -> str:
-    """Paragraphs and "- " bullet items of plain prose, rewrapped to WIDTH."""
-    blocks = []
-    for paragraph in text.strip().split("\n\n"):
-        items = re.split(r"\n(?=- )", paragraph)
-        blocks.append("\n".join(line for item in items
-                                 for line in wrap(item, "  " if item.startswith("- ") else "")))
-    return "\n\n".join(blocks) + "\n"
-
 
 # --- values -------------------------------------------------------------------------------------------
 
@@ -163,13 +141,11 @@ def host_lines(value: Any) -> list[str]:
         [f"... {len(value) - MAX_ROWS} more"] if len(value) > MAX_ROWS else [])
 
 
-def entry(name: str, kind: str, lines: list[str], note: str = "") -> list[str]:
-    """`name  kind  value` with a multi-line value indented under it."""
-    head = f"  {name:<28} {kind:<14}"
-    note = f"   ({note})" if note else ""
-    if len(lines) == 1 and len(lines[0]) <= 60:
-        return [f"{head} {lines[0]}{note}".rstrip()]
-    return [f"{head}{note}".rstrip()] + [f"      {line}" for line in lines]
+
+
+def entry(name: str, kind: str, lines: list[str], note: str = "") -> dict:
+    """One named value of a worked example: its kind (dtype and shape, or type) and its lines."""
+    return {"name": name, "kind": kind, "lines": lines, "note": note}
 
 
 def kind_of(value: Any) -> str:
@@ -187,11 +163,12 @@ def strides_note(value: np.ndarray, layout) -> str:
 
 # --- the worked example -------------------------------------------------------------------------------
 
-def worked_lines(stage: Stage, example: Example) -> list[str]:
-    """The example's inputs and the outputs the oracle computes from them."""
+def worked_data(stage: Stage, example: Example, caption: str | None) -> dict:
+    """The example's caption, its inputs and the outputs the oracle computes from them (sections of
+    named values)."""
     from specverify.harness import output_views, run_oracle
 
-    lines = ["inputs"]
+    inputs = []
     for name, value in example.inputs.items():
         notes = []
         if name in example.layouts and isinstance(value, np.ndarray):
@@ -201,19 +178,19 @@ def worked_lines(stage: Stage, example: Example) -> list[str]:
             notes.append(f"passed as {'an' if container[0] in 'aeiou' else 'a'} {container}")
         shown = array_lines(value) if isinstance(value, np.ndarray) else [number(value) if value is not None
                                                                          else "None"]
-        lines += entry(name, kind_of(value), shown, "; ".join(notes))
+        inputs.append(entry(name, kind_of(value), shown, "; ".join(notes)))
+    sections = [{"title": "inputs", "entries": inputs}]
     if stage.host:
         *_, result = run_oracle(stage, example, POISON_A)
-        lines.append("returns")
         parts = result if isinstance(result, tuple) and len(result) == len(stage.outputs) else (result,)
         names = [f.name for f in stage.outputs] if len(parts) == len(stage.outputs) else ["result"]
-        for name, part in zip(names, parts):
-            lines += entry(name, type(part).__name__, host_lines(part))
-        return lines
+        sections.append({"title": "returns", "entries": [entry(name, type(part).__name__, host_lines(part))
+                                                         for name, part in zip(names, parts)]})
+        return {"caption": caption or "", "sections": sections}
     plan_a, _, after_a, _ = run_oracle(stage, example, POISON_A)
     plan_b, _, after_b, _ = run_oracle(stage, example, POISON_B)
     views_a, views_b = output_views(plan_a, after_a), output_views(plan_b, after_b)
-    lines.append(f"outputs ({UNTOUCHED} = left untouched)")
+    outputs = []
     for name, view in views_a.items():
         other = views_b[name]
         untouched = (view.reshape(-1, 1).view(np.uint8) != other.reshape(-1, 1).view(np.uint8)).any(1)
@@ -221,74 +198,43 @@ def worked_lines(stage: Stage, example: Example) -> list[str]:
         buffer = example.outputs.get(name)
         if buffer is not None and buffer.layout is not None:
             note = strides_note(view, buffer.layout)
-        lines += entry(name, kind_of(view), array_lines(view, untouched.reshape(view.shape)), note)
-    return lines
+        outputs.append(entry(name, kind_of(view), array_lines(view, untouched.reshape(view.shape)), note))
+    sections.append({"title": f"outputs ({UNTOUCHED} = left untouched)", "entries": outputs})
+    return {"caption": caption or "", "sections": sections}
 
 
 # --- one stage ----------------------------------------------------------------------------------------
-
-def cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
 
 def dtype_text(dtype: str) -> str:
     names = dtype.split("|")
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
-def field_row(f: Field, role: str) -> str:
-    shape = f"`[{f.shape}]`" if f.shape else "scalar"
-    return (f"| `{f.name}` | {'in/out' if f.inout else role} | {cell(dtype_text(f.dtype))} | {cell(shape)} | "
-            f"{'yes' if f.optional else ''} | {'yes' if f.strided else ''} | {cell(f.doc)} |")
+def field_data(f: Field, role: str) -> dict:
+    return {"name": f.name, "role": "in/out" if f.inout else role, "dtype": dtype_text(f.dtype),
+            "shape": f.shape, "optional": f.optional, "strided": f.strided, "doc": f.doc}
 
 
-def signature(stage: Stage) -> str:
-    """The call an implementation must accept, wrapped to the width of the docs."""
+def stage_data(stage: Stage) -> dict:
+    """One stage's contract as plain data (what `contract_text` renders): doc line, call, fields,
+    semantics, tiers, worked example, what a declared domain may restrict, dialects."""
+    drawn = [t for t in TIERS if stage.strategy(t) is not None]
     names = [f.name for f in stage.inputs] + ([] if stage.host else [f.name for f in stage.outputs])
     result = ("(" + ", ".join(f.name for f in stage.outputs) + ")" if len(stage.outputs) > 1
               else stage.outputs[0].name) if stage.host and stage.outputs else "None"
-    return textwrap.fill(f"impl(*, {', '.join(names)}) -> {result}", WIDTH, subsequent_indent=" " * 8,
-                         break_long_words=False, break_on_hyphens=False)
+    return {"name": stage.name, "doc": stage.doc, "host": stage.host,
+            "call": {"arguments": names, "returns": result},
+            "fields": [field_data(f, "in") for f in stage.inputs] + [field_data(f, "out") for f in stage.outputs],
+            "semantics": stage.semantics.strip(),
+            "tiers": [[t, stage.tiers.get(t, "(not described yet)").strip()] for t in TIERS
+                      if t in stage.tiers or t in drawn],
+            "not_drawn": [t for t in TIERS if t not in drawn and t not in stage.tiers],
+            "worked": None if stage.worked is None else worked_data(stage, stage.worked(),
+                                                                     inspect.getdoc(stage.worked)),
+            "declarable": declarable_items(stage), "dialects": dialect_data(stage)}
 
 
-def tiers_drawn(stage: Stage) -> list[str]:
-    return [t for t in TIERS if stage.strategy(t) is not None]
-
-
-def render(stage: Stage) -> str:
-    """One stage's contract as Markdown: doc line, call, fields, semantics, tiers, worked example."""
-    out = [f"## {stage.name}", ""]
-    if stage.doc:
-        out += [stage.doc + ("" if stage.doc.endswith(".") else "."), ""]
-    kind = "host stage: returns Python values" if stage.host else "device stage: writes its output buffers"
-    out += [f"Call ({kind}):", "", "```", signature(stage), "```", ""]
-    out += ["| field | in/out | dtype | shape | optional | strided | meaning |",
-            "| --- | --- | --- | --- | --- | --- | --- |"]
-    out += [field_row(f, "in") for f in stage.inputs]
-    out += [field_row(f, "out") for f in stage.outputs]
-    out += ["", "### Contract", "", stage.semantics.strip() or "(not written yet)", ""]
-    drawn = tiers_drawn(stage)
-    out += ["### Input tiers", ""]
-    for tier in TIERS:
-        if tier in stage.tiers or tier in drawn:
-            text = f"- **{tier}**: {stage.tiers.get(tier, '(not described yet)').strip()}"
-            out += wrap(text, "  ")
-    skipped = [t for t in TIERS if t not in drawn and t not in stage.tiers]
-    if skipped:
-        out.append(f"- not drawn for this stage: {', '.join(skipped)}")
-    out += ["", "### Worked example", ""]
-    if stage.worked is None:
-        out += ["(none yet)", ""]
-    else:
-        caption = inspect.getdoc(stage.worked)
-        out += [*wrap(caption), ""] if caption else []
-        out += ["```", *worked_lines(stage, stage.worked()), "```", ""]
-    out += declarable_lines(stage)
-    out += dialect_lines(stage)
-    return "\n".join(out)
-
-
-def declarable_lines(stage: Stage) -> list[str]:
+def declarable_items(stage: Stage) -> list[str]:
     """What an outside implementation's declared domain may say of this stage (`specverify.domain`)."""
     from specverify.domain import declarable
 
@@ -303,82 +249,77 @@ def declarable_lines(stage: Stage) -> list[str]:
         if f["optional"]:
             items.append(f"`{name}`: `given = false` (always None) or `given = true` (always given)")
     items += [f"bound on `{name}` (the contract: `{name} >= {low}`)" for name, low in allowed["bounds"].items()]
-    items += [f"excludes `{klass}` ({field}: {CLASS_WORDS[kind]})" for klass, (field, kind) in allowed["classes"].items()]
-    if not items:
-        return []
-    return ["### What a declared domain may restrict", "",
-            *wrap("Each with its reason, in a `--declare` file or a vendor's table (README: Declared domains):"),
-            "", *[f"- {item}" for item in items], ""]
+    items += [f"excludes `{klass}` ({field}: {CLASS_WORDS[kind]})"
+              for klass, (field, kind) in allowed["classes"].items()]
+    return items
 
 
 CLASS_WORDS = {"oov": "an id >= V", "placeholder": "a -1", "true": "a True entry"}
 
 
-def dialect_lines(stage: Stage) -> list[str]:
+def dialect_data(stage: Stage) -> list[dict]:
     """Each dialect of the record: its doc, its rule, our implementations of it and its worked example,
     whose outputs its own oracle computes."""
     from specverify.dialects import judged
 
-    out = []
-    for name, d in stage.dialects.items():
-        out += [f"### Dialect `{name}`", "", d.doc + ("" if d.doc.endswith(".") else "."), "",
-                d.rule.strip(), ""]
-        ours = ", ".join(f"{backend} (`{path}`)" for backend, path in d.impls.items())
-        out += [f"Our implementations of it: {ours}." if ours else "No implementation of ours follows it.", ""]
-        caption = inspect.getdoc(d.worked)
-        out += [*wrap(caption), ""] if caption else []
-        out += ["```", *worked_lines(judged(stage, name), d.worked()), "```", ""]
-    return out
+    return [{"name": name, "doc": d.doc, "rule": d.rule.strip(), "impls": dict(d.impls),
+             "worked": worked_data(judged(stage, name), d.worked(), inspect.getdoc(d.worked))}
+            for name, d in stage.dialects.items()]
 
 
 # --- every stage --------------------------------------------------------------------------------------
 
-def anchor(name: str) -> str:
-    """The anchor GitHub gives a heading."""
-    return re.sub(r"[^a-z0-9_ -]", "", name.lower()).replace(" ", "-")
+def contract_data() -> dict:
+    """The conventions and every registered stage, in registry order (what `contracts.json` holds)."""
+    from specverify import registry
+
+    return {"conventions": CONVENTIONS, "stages": [stage_data(s) for s in registry.all_stages().values()]}
+
+
+def packaged_text(data: dict) -> str:
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
+def render(stage: Stage) -> str:
+    """One stage's contract as Markdown."""
+    return contract_text.stage_markdown(stage_data(stage))
 
 
 def render_all() -> str:
     """docs/stages.md: the conventions, an index and every registered stage."""
-    from specverify import registry
-
-    stages = list(registry.all_stages().values())
-    out = ["# specverify stage contracts", "",
-           "Generated from the stage records by `python -m specverify.contract`; do not edit by hand. "
-           "`specverify show STAGE` prints one stage.", "",
-           reflow(CONVENTIONS), "## Stages", "", "| stage | what it does |", "| --- | --- |"]
-    out += [f"| [`{s.name}`](#{anchor(s.name)}) | {cell(s.doc)} |" for s in stages]
-    out.append("")
-    for stage in stages:
-        out += [render(stage)]
-    return "\n".join(out).rstrip("\n") + "\n"
+    return contract_text.all_markdown(contract_data())
 
 
 def show_text(stages: list[Stage] | None) -> str:
-    """What `specverify show` prints: the named stages with a pointer to the conventions, or everything."""
+    """`specverify show --markdown` of these records: the named stages with a pointer to the conventions,
+    or everything."""
     if not stages:
         return render_all()
-    pointer = ("Conventions every stage follows (offsets, placeholders, destination passing, poison and guard "
-               "bytes, tiers): `specverify show` without a stage, or docs/stages.md.")
-    return "\n".join(render(stage) for stage in stages) + "\n" + pointer + "\n"
+    return contract_text.show_markdown([stage_data(s) for s in stages])
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = argparse.ArgumentParser(prog=REGENERATE, description="write docs/stages.md from the stage records")
-    args.add_argument("--check", action="store_true", help="exit 1 if the file is out of date, write nothing")
-    args.add_argument("--path", type=Path, default=DOCS)
+    args = argparse.ArgumentParser(prog=REGENERATE, description="write docs/stages.md and the packaged "
+                                                                "contracts from the stage records")
+    args.add_argument("--check", action="store_true", help="exit 1 if a file is out of date, write nothing")
+    args.add_argument("--path", type=Path, default=DOCS, help="the Markdown (default docs/stages.md)")
+    args.add_argument("--packaged", type=Path, default=PACKAGED,
+                      help="what `specverify show` reads (default specverify/contracts.json)")
     opts = args.parse_args(argv)
-    text = render_all()
-    current = opts.path.read_text() if opts.path.exists() else None
+    data = contract_data()
+    wanted = {opts.path: contract_text.all_markdown(data), opts.packaged: packaged_text(data)}
+    stale = [path for path, text in wanted.items() if (path.read_text() if path.exists() else None) != text]
     if opts.check:
-        if current != text:
-            print(f"{opts.path} is out of date: run `{REGENERATE}`", file=sys.stderr)
-            return 1
-        return 0
-    opts.path.parent.mkdir(parents=True, exist_ok=True)
-    if current != text:
-        opts.path.write_text(text)
-    print(f"{opts.path}: {'unchanged' if current == text else 'written'}")
+        for path in stale:
+            print(f"{path} is out of date: run `{REGENERATE}`", file=sys.stderr)
+        return 1 if stale else 0
+    from specverify.cases import write_atomic
+
+    for path, text in wanted.items():
+        if path in stale:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, text.encode())
+        print(f"{path}: {'written' if path in stale else 'unchanged'}")
     return 0
 
 

@@ -5,8 +5,10 @@ file and the rule (`ReportError`): not a regular file, over MAX_BYTES, nested de
 `bounded.MAX_NESTING`, not JSON, another format, a missing or mistyped field, a stage this suite does not
 have. Every text taken from a report stays untrusted: the renderers (`specverify.matrix_page`) escape it.
 
-`build` makes one row per implementation (a vendor's run, or one of the suite's backends, on one device)
-and one column per stage that any row has a verdict for, in registry order. A cell is one category:
+`build` makes one row per implementation (a vendor's run, an outside `module:function`, or one of the
+suite's backends, on one device), named by its source (the vendor and its version, the `--impl` path and
+its module's sha256, the backend), and one column per stage that any row has a verdict for, in registry
+order. A cell is one category:
 
 - `conforms`, `domain` (conforms within its declared domain: the verdict carries a `domain`),
 - `contract` (fails the contract: the valid tier), `robustness` (fails the hazard tier), `property`
@@ -26,6 +28,8 @@ both list, is marked not comparable.
 from __future__ import annotations
 
 import json
+import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,6 +98,7 @@ class Report:
     device: str
     hardware: str                                  # the GPU's name, or the CPU's architecture
     oracles: dict[str, str]                        # module -> sha256
+    sources: dict[str, str]                        # an implementation's source ("module:function") -> its sha256
     vendor: dict | None
     verdicts: list[dict]
     outcomes: list[dict]
@@ -136,6 +141,11 @@ def parsed(path: Path, data: object) -> Report:
     machine = need(data, "machine", (dict,), "report")
     oracles = {need(o, "module", (str,), f"report.{w}"): need(o, "sha256", (str,), f"report.{w}")
                for w, o in items(data, "oracles", "report")}
+    sources = {}
+    for i, implementation in enumerate(need(data, "implementations", (list,), "report", optional=True) or []):
+        where = f"report.implementations[{i}]"
+        sha = need(implementation, "sha256", (str,), where, optional=True)
+        sources[need(implementation, "source", (str,), where)] = sha or ""
     vendor = need(data, "vendor", (dict,), "report", optional=True)
     if vendor is not None:
         need(vendor, "name", (str,), "report.vendor")
@@ -174,7 +184,7 @@ def parsed(path: Path, data: object) -> Report:
                   need(data, "seed", (int,), "report"), need(data, "started", (str,), "report"),
                   need(machine, "device", (str,), "report.machine"),
                   machine.get("gpu") or need(machine, "machine", (str,), "report.machine"),
-                  oracles, vendor, verdicts, outcomes)
+                  oracles, sources, vendor, verdicts, outcomes)
 
 
 def mutation_parsed(path: Path, data: dict) -> Mutation:
@@ -198,11 +208,10 @@ def mutation_parsed(path: Path, data: dict) -> Mutation:
 
 def implementation_name(impl: str) -> str:
     """The row name of an implementation a mutation report names by import path (as `row_key` names it)."""
-    module = impl.split(":")[0]
     for backend in ("torch", "triton"):
-        if module.startswith(f"specverify.kernels.{backend}."):
+        if impl.startswith(f"specverify.kernels.{backend}."):
             return f"specverify {backend}"
-    return module
+    return impl
 
 
 def mutation_figure(baseline: str, counts: dict[str, int]) -> str:
@@ -230,6 +239,16 @@ class Failure:
     replay: str
     waiver: str
     story: str                                      # the failure's report: first difference, inputs
+
+    @property
+    def anywhere(self) -> bool:
+        """Whether the replay command runs from any folder: its case path is absolute (older reports give
+        it relative to the folder the check ran in)."""
+        try:
+            words = shlex.split(self.replay)
+        except ValueError:
+            return False
+        return len(words) > 2 and words[:2] == ["specverify", "replay"] and os.path.isabs(words[2])
 
 
 @dataclass
@@ -332,9 +351,19 @@ def row_key(report: Report, verdict: dict) -> tuple[str, str]:
     if report.vendor is not None:
         return report.vendor["name"], verdict["device"]
     if verdict["backend"] == "impl":
-        return verdict["source"].split(":")[0], verdict["device"]
+        return verdict["source"], verdict["device"]
     dialect = verdict.get("dialect") or ""
     return f"specverify {verdict['backend']}" + (f", dialect {dialect}" if dialect else ""), verdict["device"]
+
+
+def version_of(report: Report, verdict: dict) -> str:
+    """What a row says of its version: the vendor's distribution, an outside module's sha256, or ours."""
+    if report.vendor is not None:
+        return report.vendor.get("distribution") or "version not declared"
+    if verdict["backend"] != "impl":
+        return "the suite's own kernels"
+    sha = report.sources.get(verdict["source"])
+    return f"module sha256 {sha[:12]}, no version declared" if sha else "version not declared"
 
 
 def differences(report: Report, first: Report) -> list[str]:
@@ -355,9 +384,8 @@ def build(given: list[Report | Mutation]) -> Matrix:
         mine: dict[tuple, Row] = {}
         for verdict in report.verdicts:
             name, device = row_key(report, verdict)
-            version = (report.vendor or {}).get("distribution") or (
-                "the suite's own kernels" if name.startswith("specverify ") else "version not declared")
-            row = mine.setdefault((name, device), Row(name, version, f"{device} ({report.hardware})", report, {}))
+            row = mine.setdefault((name, device), Row(name, version_of(report, verdict),
+                                                      f"{device} ({report.hardware})", report, {}))
             row.cells[verdict["stage"]] = cell_of(verdict, report.outcomes)
         if report.vendor is not None:
             if not mine:   # a vendor run that checked nothing still has its row

@@ -4,9 +4,11 @@ The page needs nothing from the network and runs no script: its style sheet is i
 only fonts the system has. Each cell says its verdict in words (the colour repeats it), the declared
 domain and the dialect where the report has them, a mutation report's "mutants killed" figure, and
 links to an anchor further down with the failure: the level, the case id, the headline, the replay
-command and the report of the first failure.
+command (where its case path is relative, the page says where to run it) and the report of the first
+failure.
 Every text from a report is escaped (`html.escape` on the page; backslash escapes and code spans
-whose fence outgrows any backtick run in the Markdown).
+whose fence outgrows any backtick run in the Markdown); its code spans (`name`, as reports write field
+names) become `<code>` on the page and stay code spans in the Markdown.
 """
 from __future__ import annotations
 
@@ -16,6 +18,12 @@ from html import escape
 from specverify.matrix import CATEGORIES, Cell, Matrix, Row
 
 MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~&$])")
+CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")    # a Markdown code span: equal backtick runs
+REPLAY_WORDS = ("A replay command names its case file by absolute path: it runs from any folder of the machine "
+                "that ran the check (elsewhere, copy the case file and give its path).")
+RELATIVE_WORDS = (" Reports that predate absolute case paths give them relative to the folder their check ran in: "
+                  "such a command says so, and runs only there.")
+RELATIVE = "its case path is relative to the folder the check ran in: run it there"
 
 STYLE = """
 body { font-family: system-ui, "DejaVu Sans", "Liberation Sans", Arial, sans-serif; margin: 24px;
@@ -48,7 +56,8 @@ ul.legend li { padding: 3px 8px; border: 1px solid #c9ccd1; font-size: 12px; }
 section.failure { border: 1px solid #c9ccd1; padding: 8px 14px; margin: 0 0 12px; }
 section.failure h3 { font-size: 15px; margin: 4px 0 8px; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 3px 12px; margin: 0 0 8px; }
-dt { font-weight: 600; } dd { margin: 0; }
+dt { font-weight: 600; } dd { margin: 0; } dd .where { display: block; font-size: 12px; color: #9a3412; }
+td.cell code, dd code { font-size: 12px; background: rgba(0, 0, 0, 0.06); padding: 0 2px; }
 pre { background: #f6f8fa; padding: 8px; overflow-x: auto; font-size: 12px; }
 table.reports { border-collapse: collapse; font-size: 12px; }
 table.reports th, table.reports td { border: 1px solid #c9ccd1; padding: 4px 8px; text-align: left;
@@ -62,6 +71,16 @@ MEANINGS = {"conforms": "every level asked passes", "domain": "passes, on the do
             "crashed": "the process died (a signal, an exit, a broken answer)",
             "timeout": "a call ran past its time limit", "unchecked": "the contract was not run",
             "absent": "the vendor does not implement this stage", "missing": "this report has no verdict for it"}
+
+
+def spans(text: str) -> list[tuple[str, bool]]:
+    """Untrusted text on one line, cut into plain runs and code spans: (text, is code)."""
+    text, found, pos = " ".join(str(text).split()), [], 0
+    for m in CODE_SPAN.finditer(text):
+        code = m[2][1:-1] if len(m[2]) > 2 and m[2][0] == m[2][-1] == " " and m[2].strip() else m[2]
+        found += [(text[pos:m.start()], False), (code, True)]
+        pos = m.end()
+    return [(part, code) for part, code in found + [(text[pos:], False)] if part]
 
 
 def cell_notes(cell: Cell) -> list[str]:
@@ -81,6 +100,13 @@ def hashes(row: Row) -> str:
     return ", ".join(f"{m.rsplit('.', 1)[-1]} {sha[:12]}" for m, sha in sorted(row.report.oracles.items()))
 
 
+def replay_words(matrix: Matrix) -> str:
+    """Where the failures' replay commands run."""
+    relative = any(f.replay and not f.anywhere for row in matrix.rows for cell in row.cells.values()
+                   for f in cell.failures)
+    return REPLAY_WORDS + (RELATIVE_WORDS if relative else "")
+
+
 def failure_title(row: Row, stage: str, cell: Cell) -> str:
     return f"{row.name} on {row.device}: {stage}: {cell.label}"
 
@@ -88,13 +114,18 @@ def failure_title(row: Row, stage: str, cell: Cell) -> str:
 # --- HTML ------------------------------------------------------------------------------------------------
 
 
+def html_text(text: str) -> str:
+    """Untrusted text as HTML: escaped, its code spans in `<code>`."""
+    return "".join(f"<code>{escape(part)}</code>" if code else escape(part) for part, code in spans(text))
+
+
 def html_cell(cell: Cell) -> str:
-    e = escape
+    e, t = escape, html_text
     parts = [f'<span class="verdict">{e(cell.label)}</span>']
     if cell.domain:
         parts.append('<span class="note">within:</span><ul class="domain">'
-                     + "".join(f"<li>{e(d)}</li>" for d in cell.domain) + "</ul>")
-    parts += [f'<span class="note">{e(n)}</span>' for n in cell_notes(cell)]
+                     + "".join(f"<li>{t(d)}</li>" for d in cell.domain) + "</ul>")
+    parts += [f'<span class="note">{t(n)}</span>' for n in cell_notes(cell)]
     if cell.anchor:
         parts.append(f'<a class="detail" href="#{cell.anchor}">the failure: case and replay</a>')
     return f'<td class="cell {cell.category}" data-category="{cell.category}">{"".join(parts)}</td>'
@@ -104,8 +135,8 @@ def html_row(row: Row, stages: list[str]) -> str:
     e = escape
     mark = "" if row.comparable else (f'<span class="mark" title="{e("; ".join(row.differs))}">'
                                       "not comparable</span>")
-    head = (f'<th class="impl" scope="row"><span class="name">{e(row.name)}</span>'
-            + "".join(f'<span class="meta">{e(m)}</span>' for m in row_meta(row))
+    head = (f'<th class="impl" scope="row"><span class="name">{html_text(row.name)}</span>'
+            + "".join(f'<span class="meta">{html_text(m)}</span>' for m in row_meta(row))
             + f'<span class="meta">oracles <code>{e(hashes(row))}</code></span>{mark}</th>')
     return "<tr>" + head + "".join(html_cell(row.cells[s]) for s in stages) + "</tr>"
 
@@ -120,10 +151,11 @@ def html_failures(matrix: Matrix) -> list[str]:
             out.append(f'<section class="failure" id="{cell.anchor}"><h3>{e(failure_title(row, stage, cell))}</h3>')
             for f in cell.failures:
                 expected = f" (failed as expected: {f.waiver})" if f.waiver else ""
+                where = f'<span class="where">{e(RELATIVE)}</span>' if f.replay and not f.anywhere else ""
                 out.append(f"<dl><dt>level</dt><dd>{e(f.level + expected)}</dd>"
                            f"<dt>case</dt><dd><code>{e(f.case or 'no case file')}</code></dd>"
-                           f"<dt>failure</dt><dd>{e(f.headline)}</dd>"
-                           f"<dt>replay</dt><dd><code>{e(f.replay or 'no case file to replay')}</code></dd></dl>")
+                           f"<dt>failure</dt><dd>{html_text(f.headline)}</dd><dt>replay</dt>"
+                           f"<dd><code>{e(f.replay or 'no case file to replay')}</code>{where}</dd></dl>")
                 if f.story:
                     out.append(f"<pre>{e(f.story)}</pre>")
             out.append("</section>")
@@ -158,8 +190,7 @@ def html(matrix: Matrix) -> str:
                      f'{e("; ".join(matrix.unmatched))}.</p>')
     failures = html_failures(matrix)
     if failures:
-        lines += ["<h2>Failures</h2>", '<p class="aside">Each replay command is as its report gives it: run it in'
-                  " the folder the check ran in.</p>"] + failures
+        lines += ["<h2>Failures</h2>", f'<p class="aside">{e(replay_words(matrix))}</p>'] + failures
     lines += ["<h2>Reports</h2>", '<table class="reports"><thead><tr><th>implementation</th><th>report</th>'
               "<th>run</th><th>oracles (sha256)</th></tr></thead><tbody>"]
     for row in matrix.rows:
@@ -179,6 +210,11 @@ def md_text(text: str) -> str:
     return MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
 
 
+def md_inline(text: str) -> str:
+    """Untrusted text as Markdown on one line: plain runs escaped, code spans kept as code spans."""
+    return "".join(md_code(part) if code else MARKDOWN_SPECIAL.sub(r"\\\1", part) for part, code in spans(text))
+
+
 def md_code(text: str, in_table: bool = True) -> str:
     """A code span that holds `text` literally (in a table, pipes escaped: GFM unescapes them there)."""
     text = " ".join(str(text).split())
@@ -190,8 +226,8 @@ def md_code(text: str, in_table: bool = True) -> str:
 def md_cell(cell: Cell) -> str:
     parts = [f"**{cell.label}**"]
     if cell.domain:
-        parts.append("within: " + "; ".join(md_text(d) for d in cell.domain))
-    parts += [md_text(n) for n in cell_notes(cell)]
+        parts.append("within: " + "; ".join(md_inline(d) for d in cell.domain))
+    parts += [md_inline(n) for n in cell_notes(cell)]
     if cell.anchor:
         parts.append(f"[the failure](#{cell.anchor})")
     return "<br>".join(parts)
@@ -209,7 +245,7 @@ def markdown(matrix: Matrix) -> str:
     lines += ["| implementation | " + " | ".join(f"`{s}`" for s in matrix.stages) + " |",
               "|---" * (len(matrix.stages) + 1) + "|"]
     for row in matrix.rows:
-        head = "<br>".join([f"**{md_text(row.name)}**"] + [md_text(m) for m in row_meta(row)]
+        head = "<br>".join([f"**{md_inline(row.name)}**"] + [md_inline(m) for m in row_meta(row)]
                            + [f"oracles {md_code(hashes(row))}"] + ([] if row.comparable else ["**not comparable**"]))
         lines.append(f"| {head} | " + " | ".join(md_cell(row.cells[s]) for s in matrix.stages) + " |")
     if matrix.unchecked:
@@ -219,14 +255,15 @@ def markdown(matrix: Matrix) -> str:
     sections = [(row, stage, row.cells[stage]) for row in matrix.rows for stage in matrix.stages
                 if row.cells[stage].anchor]
     if sections:
-        lines += ["", "## Failures", "", "Each replay command is as its report gives it: run it in the folder the "
-                  "check ran in."]
+        lines += ["", "## Failures", "", md_text(replay_words(matrix))]
     for row, stage, cell in sections:
         lines += ["", f'<a id="{cell.anchor}"></a>', "", f"### {md_text(failure_title(row, stage, cell))}", ""]
         for f in cell.failures:
             expected = f" (failed as expected: {f.waiver})" if f.waiver else ""
+            where = f" ({md_text(RELATIVE)})" if f.replay and not f.anywhere else ""
             lines += [f"- {md_text(f.level + expected)}, case {md_code(f.case or 'no case file', False)}: "
-                      f"{md_text(f.headline)}", f"  replay: {md_code(f.replay or 'no case file to replay', False)}"]
+                      f"{md_inline(f.headline)}", f"  replay: {md_code(f.replay or 'no case file to replay', False)}"
+                      + where]
             if f.story:
                 fence = "`" * max(3, max((len(run) for run in re.findall("`+", f.story)), default=0) + 1)
                 lines += ["", f"{fence}text", f.story, fence, ""]

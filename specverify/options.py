@@ -257,7 +257,7 @@ OPTIONS: tuple[Option, ...] = (
            parse=seconds, metavar="S"),
     Option("json", ("mutate",), "write the JSON report", parse=Path, metavar="PATH"),
     # show, corpus, replay, matrix
-    Option("raw", ("show",), "print the Markdown source instead of text rendered for the terminal",
+    Option("markdown", ("show",), "print Markdown (as docs/stages.md) instead of text wrapped to the terminal",
            action="store_true"),
     Option("stages", ("show",), "stage names or globs; none: every stage and the shared conventions",
            action="any", metavar="STAGE", dest="stage"),

@@ -3,6 +3,7 @@ writes, JSON, JUnit and Markdown, are `reports.py`)."""
 from __future__ import annotations
 
 import io
+import shlex
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ def replay_line(path: Path, backend: str, source: str, device: str, dialect: str
     """The command that replays a case file on one implementation (judged by `dialect`, if any)."""
     which = f"--impl {source}" if backend == "impl" else f"--backend {backend}"
     under = f" --dialect {dialect}" if dialect else ""
-    return f"specverify replay {path} {which} --device {device}{under}"
+    return f"specverify replay {shlex.quote(str(path))} {which} --device {device}{under}"
 
 
 def failure_report(target, example: Example, exc: BaseException, command: str | None,

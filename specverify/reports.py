@@ -3,10 +3,15 @@
 library versions, the sha256 of every oracle module and implementation module judged, the verdict of each
 target by level, every (target, check) outcome with its examples, failures (case ids and replay commands),
 the waivers used, stale and no longer needed, the stages a vendor does not implement, and totals.
+
+A report is read away from the run (`specverify matrix`, CI pages), so it names every case file and the
+findings folder (`cases_dir`) by absolute path, and every replay command in it runs from any folder of
+the machine that ran the check; the terminal keeps the paths as the run was given them.
 """
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -45,28 +50,45 @@ def implementations(run: Run) -> list[dict]:
     return list(found.values())
 
 
+def absolute(path) -> str:
+    return os.path.abspath(path)
+
+
+def replay(o, path) -> str:
+    """The command that replays case file `path` on the outcome's target, from any folder."""
+    return replay_line(absolute(path), o.backend, o.source, o.device, o.dialect)
+
+
 def failures(o) -> list[dict]:
     """Every failure of an outcome (expected ones included): case id, tier, headline, replay command."""
     if o.replays:
         return [{"case": r.case_id, "tier": r.tier, "origin": r.origin, "status": r.status, "headline": r.headline,
-                 "waiver": r.waiver, "replay": replay_line(r.path, o.backend, o.source, o.device, o.dialect)}
+                 "waiver": r.waiver, "replay": replay(o, r.path)}
                 for r in o.replays if r.status in ("failed", "xfailed")]
     if o.status in ("failed", "xfailed", "error"):
         return [{"case": o.case.stem if o.case else None, "tier": o.check, "status": o.status,
-                 "headline": o.headline, "waiver": o.waiver,
-                 "replay": replay_line(o.case, o.backend, o.source, o.device, o.dialect) if o.case else None}]
+                 "headline": o.headline, "waiver": o.waiver, "replay": replay(o, o.case) if o.case else None}]
     return []
+
+
+def story(o) -> str:
+    """The outcome's failure report as the terminal printed it, its replay commands made absolute."""
+    text = o.report
+    for path in {r.path for r in o.replays} | ({o.case} if o.case else set()):
+        printed = replay_line(path, o.backend, o.source, o.device, o.dialect)
+        text = text.replace(f"replay: {printed}", f"replay: {replay(o, path)}")
+    return text
 
 
 def outcome_json(o) -> dict:
     return {"stage": o.stage, "backend": o.backend, "device": o.device, "check": o.check, "status": o.status,
             "source": o.source, "dialect": o.dialect, "examples": o.examples, "planned": o.planned,
             "found_after": o.found_after,
-            "seconds": round(o.seconds, 3), "kind": o.kind, "headline": o.headline, "report": o.report,
-            "case": str(o.case) if o.case else None, "coverage": dict(o.coverage), "measures": o.measures,
+            "seconds": round(o.seconds, 3), "kind": o.kind, "headline": o.headline, "report": story(o),
+            "case": absolute(o.case) if o.case else None, "coverage": dict(o.coverage), "measures": o.measures,
             "timing": o.timing, "worker": o.worker, "waiver": o.waiver,
             "notes": o.notes, "failures": failures(o), "domain": o.domain,
-            "replays": [{"case": r.case_id, "path": str(r.path), "tier": r.tier, "origin": r.origin,
+            "replays": [{"case": r.case_id, "path": absolute(r.path), "tier": r.tier, "origin": r.origin,
                          "status": r.status, "waiver": r.waiver} for r in o.replays]}
 
 
@@ -95,7 +117,8 @@ def to_json(run: Run) -> dict[str, Any]:
         waivers = {"file": str(run.waivers.path), "entries": [waiver_json(w) for w in run.waivers.entries]}
     return {"format": FORMAT, "suite": {"name": "specverify", "version": specverify.__version__},
             "started": run.started, "interrupted": run.interrupted, "profile": run.profile, "seed": run.seed, "exit_status": run.exit_status,
-            "versions": env.versions(), "machine": machine(run.device), "cases_dir": run.cases_dir,
+            "versions": env.versions(), "machine": machine(run.device),
+            "cases_dir": absolute(run.cases_dir) if run.cases_dir else None,
             "oracles": oracles(run), "implementations": implementations(run), "vendor": vendor,
             "verdicts": [{"stage": v.stage, "backend": v.backend, "device": v.device, "source": v.source,
                           "dialect": v.dialect, "rule": v.rule, "summary": v.summary, "domain": v.domain,
@@ -119,7 +142,7 @@ def junit(run: Run) -> JUnitXml:
         case = TestCase(f"{o.check}[{o.backend}-{o.device}]", classname=f"{owner}.{o.stage}", time=round(o.seconds, 3))
         if o.status in ("failed", "error"):
             result = (Failure if o.status == "failed" else Error)(o.headline, o.kind or o.status)
-            result.text = o.report or o.headline
+            result.text = story(o) or o.headline
             case.result = [result]
         elif o.status != "passed":
             words = {"xfailed": f"failed as expected ({o.waiver}): {o.headline}", "waived": o.headline}

@@ -47,7 +47,11 @@ def test_a_failing_impl_run_from_a_checkout_leaves_its_corpus_alone(checkout, ca
     [case] = (checkout / "specverify-findings" / GREEDY.name).glob("*.npz")
     assert "findings to specverify-findings/" in out
     assert f"specverify replay {case.relative_to(checkout)} --impl {PLANTED} --device cpu" in out
-    assert json.loads((checkout / "r.json").read_text())["cases_dir"] == "specverify-findings"
+    # the report, read away from the run, names the folder and the case by absolute path
+    report = json.loads((checkout / "r.json").read_text())
+    assert report["cases_dir"] == str(Path.cwd() / "specverify-findings")
+    [replay] = [f["replay"] for o in report["outcomes"] for f in o["failures"]]
+    assert replay == f"specverify replay {Path.cwd() / case.relative_to(checkout)} --impl {PLANTED} --device cpu"
 
 
 def test_the_plugins_stage_tests_never_write_into_cases(checkout, monkeypatch):

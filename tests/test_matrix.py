@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shlex
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -47,7 +48,7 @@ def other_vendor(data: dict) -> dict:
     data = copy.deepcopy(data)
     data["vendor"]["name"], data["vendor"]["distribution"] = f"rival{HOSTILE}", "rival 2.0"
     expand = verdict(data, "rejection.expand")
-    expand["domain"], expand["dialect"] = [f"`x` contiguous {HOSTILE}"], "strict-tie"
+    expand["domain"], expand["dialect"] = [f"`x` contiguous {HOSTILE}", f"`{HOSTILE}` in a code span"], "strict-tie"
     crash = outcome(data, "eagle.extend_queries", "valid")
     crash["kind"], crash["headline"] = "timeout", f"eagle.extend_queries on impl/cpu timed out {HOSTILE}"
     crash["failures"][0]["headline"] = crash["headline"]
@@ -86,6 +87,7 @@ def test_cells_are_the_verdict_by_level(tmp_path):
     crash = demo_row.cells["eagle.extend_queries"]
     assert crash.anchor == "d0-1" and crash.failures[0].case == "a7cd6a0461955ad1"
     assert crash.failures[0].replay.startswith("specverify replay cases/eagle.extend_queries/a7cd6a0461955ad1.npz")
+    assert not crash.failures[0].anywhere     # the demo's report predates absolute case paths
 
 
 def test_a_stage_a_vendor_does_not_implement_is_a_cell_where_another_row_checked_it(tmp_path):
@@ -120,8 +122,10 @@ def test_report_text_is_escaped_in_both_pages(tmp_path):
     found = matrix.build([matrix.load(write(tmp_path / "r.json", other_vendor(demo())))])
     page, twin = matrix_page.html(found), matrix_page.markdown(found)
     assert "<script" not in page and "<img" not in page and "&lt;script&gt;" in page
+    assert "<code>x</code> contiguous &lt;script&gt;" in page and "<code>&lt;script&gt;" in page
     rendered = MarkdownIt("commonmark", {"html": True}).enable("table").render(twin)   # raw HTML let through
     assert "<script" not in rendered and "<img" not in rendered and "&lt;script&gt;" in rendered
+    assert "<code>x</code> contiguous &lt;script&gt;" in rendered and "<code>&lt;script&gt;" in rendered
     assert rendered.count("<table>") == 2 and 'href="#d0-1"' in rendered and '<a id="d0-1">' in rendered
 
 
@@ -181,13 +185,19 @@ def test_out_must_be_a_folder(tmp_path, capsys):
 
 
 class Dom(HTMLParser):
-    """What the test reads of the rendered page: cells by row, links, ids, scripts, the banner's text."""
+    """What the test reads of the rendered page: cells by row (text, links, code elements), the row
+    headers' text, links, ids, scripts, the banner's text, the replay commands of the failures."""
 
     def __init__(self):
         super().__init__()
         self.rows, self.links, self.ids, self.scripts, self.banner = [], [], set(), 0, ""
+        self.heads: list[str] = []
+        self.replays: list[str] = []
         self.stack: list[tuple[str, dict]] = []
         self.cell: dict | None = None
+        self.head: list[str] | None = None
+        self.code: list[str] | None = None
+        self.term = ""
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
@@ -197,23 +207,44 @@ class Dom(HTMLParser):
             self.ids.add(attrs["id"])
         if tag == "tr":
             self.rows.append([])
+        if tag == "th" and "impl" in (attrs.get("class") or "") and attrs.get("scope") == "row":
+            self.head = []
         if tag == "td" and "cell" in (attrs.get("class") or ""):
-            self.cell = {"category": attrs.get("data-category"), "text": "", "links": []}
+            self.cell = {"category": attrs.get("data-category"), "text": "", "links": [], "codes": []}
             self.rows[-1].append(self.cell)
         if tag == "a" and "href" in attrs:
             self.links.append(attrs["href"])
             if self.cell is not None:
                 self.cell["links"].append(attrs["href"])
+        if tag == "code":
+            self.code = []
+        if tag == "dt":
+            self.term = ""
 
     def handle_endtag(self, tag):
         while self.stack and self.stack.pop()[0] != tag:
             pass
         if tag == "td":
             self.cell = None
+        if tag == "th" and self.head is not None:
+            self.heads.append(" ".join("".join(self.head).split()))
+            self.head = None
+        if tag == "code" and self.code is not None:
+            if self.cell is not None:
+                self.cell["codes"].append("".join(self.code))
+            if any(t == "dd" for t, _ in self.stack) and self.term == "replay":
+                self.replays.append("".join(self.code))
+            self.code = None
 
     def handle_data(self, data):
         if self.cell is not None:
             self.cell["text"] += data
+        if self.head is not None:
+            self.head.append(data + " ")
+        if self.code is not None:
+            self.code.append(data)
+        if self.stack and self.stack[-1][0] == "dt":
+            self.term += data
         if any("banner" in (a.get("class") or "") for _, a in self.stack):
             self.banner += data
 
@@ -259,6 +290,43 @@ def test_the_page_renders_in_headless_chromium(tmp_path):
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
 
 
+def test_impl_rows_name_their_source_code_renders_and_replays_run_from_anywhere(tmp_path, monkeypatch, capsys):
+    """Two `--impl` reports of one module and a vendor's: each row names its source, code spans of report
+    text are `<code>` (no backtick shown), and a failure's replay command, copied off the page, runs in
+    another folder (the findings folder has a space in its name)."""
+    chromium()
+    run, elsewhere = tmp_path / "the run", tmp_path / "elsewhere"
+    run.mkdir(), elsewhere.mkdir()
+    monkeypatch.chdir(run)
+    reports = []
+    for function in ("writes_one_past_the_end", "patch_the_judge"):
+        reports.append(str(run / f"{function}.json"))
+        assert main(["check", "--stage", "rejection.greedy", "--impl", f"tests.hostile:{function}", "--device", "cpu",
+                     "--examples", "20", "--findings", "my findings", "--report", reports[-1]]) == 1
+    domain = str(ROOT / "examples" / "vendor_domain" / "reports" / "report.json")
+    assert main(["matrix", *reports, domain, "--out", str(tmp_path / "out")]) == 0
+    capsys.readouterr()
+    dom = Dom()
+    dom.feed(browse(tmp_path / "out" / "matrix.html", tmp_path, "--dump-dom").stdout)
+    past, judge, vendor = dom.heads
+    assert past.startswith("tests.hostile:writes_one_past_the_end module sha256 ")
+    assert judge.startswith("tests.hostile:patch_the_judge module sha256 ") and past.split()[3] == judge.split()[3]
+    assert vendor.startswith("vendor_domain vendor-domain 0.1.0 ")
+    cells = [c for row in dom.rows for c in row]
+    assert not [c["text"] for c in cells if "`" in c["text"]]
+    [failed] = [c for c in [r for r in dom.rows if r][0] if c["category"] == "contract"]
+    assert "write past the end of output_token_ids by 1 element" in failed["text"]
+    assert failed["codes"] == ["output_token_ids"]
+    assert {"draft_probs", "oov_drafts", "discarded_rows"} <= {code for c in cells for code in c["codes"]}
+    assert len(dom.replays) == 2 and "--impl tests.hostile:writes_one_past_the_end " in dom.replays[0]
+    words = shlex.split(dom.replays[0])
+    assert words[:2] == ["specverify", "replay"] and words[2].startswith(str(run / "my findings"))
+    assert "its case path is relative" not in (tmp_path / "out" / "matrix.html").read_text()
+    monkeypatch.chdir(elsewhere)
+    assert main(words[1:]) == 1
+    assert "write past the end of `output_token_ids`" in capsys.readouterr().out
+
+
 def test_the_committed_matrix_is_what_the_readme_command_writes(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     inputs = ["examples/vendor_demo/reports/report.json", "examples/vendor_domain/reports/report.json",
@@ -284,5 +352,13 @@ def test_the_committed_page_shows_the_demo_vendor_in_headless_chromium(tmp_path)
     assert [c["links"] for c in rows[0]] == [["#d0-0"], ["#d0-1"], [], ["#d0-3"], []]
     assert {"d0-0", "d0-1", "d0-3"} <= dom.ids and not dom.banner and dom.scripts == 0
     within = rows[1][2]["text"]
-    assert "dialect: strict" in within and "`draft_probs` always given" in within and "no `oov_drafts`" in within
-    assert "not needed, its excluded draws pass: no `discarded_rows`" in rows[1][0]["text"]
+    assert "dialect: strict" in within and "draft_probs always given" in within and "no oov_drafts" in within
+    assert rows[1][2]["codes"] == ["draft_probs", "oov_drafts"] and "`" not in within
+    assert "not needed, its excluded draws pass: no discarded_rows" in rows[1][0]["text"]
+    assert dom.heads[:2] == ["vendor_demo vendor-demo 0.1.0 cpu (x86_64) suite: specverify 0.1.0 oracles eagle "
+                             "2d247f0caf3c, rejection 4409bd04bba4",
+                             "vendor_domain vendor-domain 0.1.0 cpu (x86_64) suite: specverify 0.1.0 oracles eagle "
+                             "2d247f0caf3c, rejection 4409bd04bba4"]
+    # its reports predate absolute case paths: each replay says where it runs
+    assert len(dom.replays) == 6 and all(r.startswith("specverify replay cases/") or r.startswith(
+        "specverify replay specverify-findings/") for r in dom.replays)

@@ -1,21 +1,31 @@
-"""`specverify show [STAGE...]`: stage contracts, rendered for the terminal (Markdown with --raw)."""
+"""`specverify show [STAGE...]`: stage contracts from the packaged text (no records, no torch), laid out for
+people and wrapped to the terminal's width, or as Markdown (--markdown)."""
 from __future__ import annotations
 
 import sys
 
-from specverify.cli.output import console
 from specverify.conformance import PASSED
+from specverify.options import UsageError
 
 
 def run(args) -> int:
-    """Print the contracts of the selected stages (Markdown; rendered when stdout is a terminal)."""
-    from rich.markdown import Markdown
+    """Print the contracts of the selected stages (all, with the conventions, for none)."""
+    from specverify import contract_text
 
-    from specverify import contract, selection
-
-    text = contract.show_text(selection.stages(args.stage) if args.stage else [])
-    if console.is_terminal and not args.raw:
-        console.print(Markdown(text))
+    try:
+        data = contract_text.load()
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
+        raise UsageError(f"the packaged contracts {contract_text.PACKAGED} could not be read ({why}): "
+                         "reinstall specverify, or run `python -m specverify.contract` in a checkout") from None
+    try:
+        stages = contract_text.select(data, args.stage)
+    except LookupError as exc:
+        raise UsageError(exc.args[0] if exc.args else str(exc)) from None
+    if args.markdown:
+        sys.stdout.write(contract_text.show_markdown(stages) if stages else contract_text.all_markdown(data))
     else:
-        sys.stdout.write(text)
+        from specverify.contract_terminal import show
+
+        show(data, stages)
     return PASSED

@@ -193,9 +193,9 @@ def strict_q0_example() -> Example:
 
 
 def approx_div_example() -> Example:
-    """p / q = 0.5 / 0.625 = 0.8 in both rows: row 0's uniform is the first f64 above the band of
-    draw.APPROX_DIV_STEPS f32 steps around f32(0.8) (rejected, whatever the division's last bits), row
-    1's the first below it (accepted, then the bonus)."""
+    """p / q = 0.5 / 0.625 = 0.8 in both rows: row 0's uniform is the first f64 above the rule's band of
+    f32 steps around f32(0.8) (rejected, whatever the division's last bits), row 1's the first below it
+    (accepted, then the bonus)."""
     ratio = f32(0.5) / f32(0.625)
     lo = hi = ratio
     for _ in range(draw.APPROX_DIV_STEPS):
@@ -229,11 +229,11 @@ RANDOM_DIALECTS = {
     "approx_div": Dialect(
         doc="the record's rule with p / q computed by an approximate f32 division (CUDA's div.full.f32, "
             "which Triton's `/` compiles to): documented within 2 ulp instead of correctly rounded",
-        rule="""\
+        rule=f"""\
 - the acceptance test is the record's (q > 0 and p / q >= u), but the quotient may be any f32 within
   2 ulp of the exact p / q. The valid tier therefore draws every uniform outside the band of
-  APPROX_DIV_STEPS = 6 f32 steps either side of the correctly rounded f32(p / q) (a uniform drawn inside
-  it is moved to the first f64 above it; the edges just outside are drawn on purpose), where every such
+  {draw.APPROX_DIV_STEPS} f32 steps either side of the correctly rounded f32(p / q) (a uniform drawn inside it
+  is moved to the first f64 above it; the edges just outside are drawn on purpose), where every such
   division decides alike: the verdict stays byte exact. The hazard tier is the record's.""",
         words="approximate f32 division", oracle=oracle.random, worked=approx_div_example,
         valid=draw.random_approx_div_valid, inexact=draw.approx_div_inexact),

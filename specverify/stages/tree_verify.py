@@ -37,7 +37,7 @@ on until -1, in that order (node numbers need not ascend). The links must form a
 sibling link is never followed."""
 TREE_INVALID = ("One rule broken: a link outside [-1, N), a cycle of links, a node linked to twice, a slot "
                 "outside [0, B*N), S = 0, a wrong dtype or a predicts buffer of the wrong length")
-TREE_VALID = ("Trees from `tree_shapes`: k-ary, irregular, star, chain, depth 1, root only and padded "
+TREE_VALID = ("Trees of these shapes: k-ary, irregular, star, chain, depth 1, root only and padded "
               "(unused nodes, detached trees, one hung on the root's sibling link); child lists ascending, "
               "descending or shuffled; nodes renumbered; N from 1 to 100, non-powers of two around the tile "
               "edges; B from 0 (up to 64); S equal to the depth + 1, 1, 2 or beyond the depth.")
