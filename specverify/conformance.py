@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from specverify import dialects, registry
 from specverify.backends import BACKENDS, Target
 from specverify.checks import CHECKS, Outcome
+from specverify.options import FAILED, NOTHING_CHECKED, PASSED
 
-PASSED, FAILED, NOTHING_CHECKED = 0, 1, 3
 LEVELS = {"valid": "contract", "hazard": "robustness", "invalid": "arguments"}
 FAILING = ("FAILS", "broke")
 
@@ -97,17 +97,28 @@ class Verdict:
         follows = f" Its draws pass under dialect {', '.join(self.follows)}: it may follow that rule." \
             if self.follows else ""
         return f"{self.stage} ({self.source} on {self.device}){under}: {self.summary}.{within}{unneeded}{follows} " + \
-            "; ".join(lv.text() for lv in self.levels)
+            "; ".join(lv.text() for lv in self.levels if lv.state != "not asked")
 
 
 def not_asked(found: list[Verdict]) -> list[str]:
-    """Why levels were not asked, once per reason: "not asked (robustness): the stage has no hazard tier"."""
+    """Why levels were not asked, once per reason: "not asked (robustness): the stage has no hazard tier"; on
+    the CPU, the device properties in one line."""
     reasons: dict[str, set[str]] = {}
+    on_cpu: set[str] = set()
     for verdict in found:
         for lv in verdict.levels:
-            if lv.state == "not asked":
+            if lv.state != "not asked":
+                continue
+            if verdict.device == "cpu" and lv.check not in LEVELS:
+                on_cpu.add(lv.check)
+            else:
                 reasons.setdefault(lv.headline, set()).add(lv.name)
-    return [f"not asked ({', '.join(sorted(names))}): {why}" for why, names in reasons.items()]
+    lines = [f"not asked ({', '.join(sorted(names))}): {why}" for why, names in reasons.items()]
+    if on_cpu:
+        ordered = [c for c in CHECKS if c in on_cpu]
+        lines.append(f"on the CPU: the device properties ({', '.join(ordered)}) are checked on CUDA devices only "
+                     f"(--device cuda on a machine with a GPU)")
+    return lines
 
 
 def short(headline: str, stage: str, backend: str, device: str) -> str:

@@ -257,7 +257,7 @@ def pytest_sessionfinish(session, exitstatus):
     if finished is None:
         return
     from specverify import reports
-    from specverify.conformance import FAILED
+    from specverify.options import FAILED
 
     args = arguments(config)
     for line in reports.write(finished, args.json, args.junit, args.markdown):

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from specverify import backends, dialects, domain, env, registry, session, vendors, waivers
 from specverify.backends import Target
 from specverify.checks import Outcome
-from specverify.conformance import FAILED, Run, exit_status
-from specverify.options import UsageError, did_you_mean, plan_keywords
+from specverify.conformance import Run, exit_status
+from specverify.options import FAILED, UsageError, did_you_mean, plan_keywords
 from specverify.stage import Stage
 
 

@@ -14,7 +14,8 @@ import pytest
 from specverify import cases, registry
 from specverify.checks import Outcome
 from specverify.cli import main
-from specverify.conformance import NOTHING_CHECKED, exit_status
+from specverify.conformance import exit_status
+from specverify.options import NOTHING_CHECKED
 from specverify.stage import Buffer, Example
 
 GREEDY = registry.all_stages()["rejection.greedy"]

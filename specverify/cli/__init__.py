@@ -82,7 +82,8 @@ def stopped_early(args, why: str) -> int:
     print(f"specverify: interrupted by {why} before anything was checked", flush=True)
     if args is not None and args.command == "check" and (args.json or args.junit or args.markdown):
         from specverify import reports
-        from specverify.conformance import FAILED, Run
+        from specverify.conformance import Run
+        from specverify.options import FAILED
 
         run = Run([], args.profile, args.seed or 0, args.device or "cpu", exit_status=FAILED, interrupted=why)
         for line in reports.write(run, args.json, args.junit, args.markdown):

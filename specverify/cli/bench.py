@@ -7,8 +7,7 @@ from pathlib import Path
 
 from specverify import backends, env, selection, session
 from specverify.cli.output import console, say
-from specverify.conformance import FAILED, NOTHING_CHECKED, PASSED
-from specverify.options import UsageError
+from specverify.options import FAILED, NOTHING_CHECKED, PASSED, UsageError
 
 
 def run(args) -> int:

@@ -11,7 +11,8 @@ import time
 from specverify import interrupts, options, reports, selection, session
 from specverify.checks import Outcome
 from specverify.cli.output import ProgressListener, console, progress_bar, say
-from specverify.conformance import FAILED, NOTHING_CHECKED, Run
+from specverify.conformance import Run
+from specverify.options import FAILED, NOTHING_CHECKED
 from specverify.report import EXAMPLES_NOTE, coverage_tables, run_lines, summary_table, totals_line
 
 

@@ -5,8 +5,7 @@ from pathlib import Path
 
 from specverify import cases, corpus_admin
 from specverify.cli.output import say
-from specverify.conformance import PASSED
-from specverify.options import USAGE, UsageError
+from specverify.options import PASSED, USAGE, UsageError
 
 
 def run(args) -> int:

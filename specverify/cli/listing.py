@@ -5,7 +5,7 @@ from rich.table import Table
 
 from specverify import backends, env, registry
 from specverify.cli.output import console, say
-from specverify.conformance import PASSED
+from specverify.options import PASSED
 
 
 def run(args) -> int:

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from specverify import cases, matrix, matrix_page
 from specverify.cli.output import say
-from specverify.conformance import PASSED
-from specverify.options import UsageError
+from specverify.options import PASSED, UsageError
 
 
 def run(args) -> int:

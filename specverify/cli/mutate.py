@@ -8,8 +8,7 @@ import time
 
 from specverify import interrupts, selection
 from specverify.cli.output import console, say
-from specverify.conformance import FAILED, NOTHING_CHECKED, PASSED
-from specverify.options import USAGE, UsageError
+from specverify.options import FAILED, NOTHING_CHECKED, PASSED, USAGE, UsageError
 
 
 def subjects(args) -> list:

@@ -6,10 +6,9 @@ from __future__ import annotations
 from specverify import cases, registry, selection, session
 from specverify.checks import CHECKS
 from specverify.cli.output import say
-from specverify.conformance import FAILED, PASSED
 from specverify.dialects import words
 from specverify.harness import Failure, OracleError
-from specverify.options import UsageError
+from specverify.options import FAILED, PASSED, UsageError
 from specverify.report import failure_report, replay_command
 
 

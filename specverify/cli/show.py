@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from specverify.conformance import PASSED
-from specverify.options import UsageError
+from specverify.options import PASSED, UsageError
 
 
 def run(args) -> int:
