@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import specverify
-from specverify import backends, cases, dialects, domain, env, registry, reports, session, vendors, waivers
+from specverify import backends, cases, dialects, domain, env, registry, reports, sandbox, session, vendors, waivers
 from specverify.checks import CHECKS, Outcome
 from specverify.conformance import FAILED, NOTHING_CHECKED, PASSED, Run, exit_status, not_asked, verdicts
 from specverify.harness import Failure, OracleError
@@ -247,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, LookupError, cases.CaseError, waivers.WaiverError, session.PlanError) as exc:
         console.print(f"specverify {args.command}: error: {exc}", markup=False)
         return USAGE
+    except session.RunSetupError as exc:   # the judge could not set up a worker: nothing could be checked
+        console.print(f"specverify {args.command}: error: {exc}", markup=False)
+        return NOTHING_CHECKED
 
 
 def cmd_list(args) -> int:
@@ -390,6 +393,9 @@ def cmd_check(args) -> int:
                       f"{len(vendor.implementations)} stage(s) implemented", markup=False)
     console.print(f"specverify check: profile {profile.name}, seed {plan.run_seed}, {len(targets)} target(s), "
                   f"{total} check(s), {mode}, findings to {plan.findings}/", markup=False)
+    if (plan.isolated or outside) and any(t.device == "cpu" for t in targets):
+        _, memory = sandbox.worker_memory(plan.memory, "--memory" if args.memory else "the profile")
+        console.print(f"  {memory}", markup=False)
     interrupted = None
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as progress, stopped_by_signals():
@@ -506,6 +512,7 @@ def cmd_replay(args) -> int:
     stage = stages[stage_name]
     if args.dialect and dialects.problem(stage, args.dialect):
         raise UsageError(dialects.problem(stage, args.dialect))
+    cases.check_values(args.path, stage, example)     # a case the oracle refuses is damaged (exit 2), not a failure
     if args.impl:
         targets = [backends.target(stage, "impl", impl_device(args), args.impl, args.dialect or "")]
     else:

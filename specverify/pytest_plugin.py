@@ -12,7 +12,8 @@ conftest.py when run from a checkout), so an installed specverify serves any rep
   summary covers the tests of one process (not aggregated across `-n` workers).
 - Here: the generated stage tests (`stage_matrix`, marked by backend, device and check), and every case
   file `cases/<stage>/<hash>.npz` collected as one regression test per backend and device that runs here
-  (not in vendor runs); a damaged case file is one failing test with its one-line reason.
+  (not in vendor runs); a damaged case file (unreadable, or with values the oracle refuses) is one
+  failing test with its one-line reason.
 - Both kinds of test run under one run plan (`run_plan`, `session.RunPlan`), built once from the options
   as `specverify check` builds its own: the cases they find go to `--specverify-findings DIR` (default
   $SPECVERIFY_FINDINGS, else ./specverify-findings, as for the CLI), never into `cases/`;
@@ -279,7 +280,7 @@ class CaseItem(pytest.Item):
         self.skip_reason, self.problem = skip_reason, problem
 
     def runtest(self):
-        from specverify import backends, session
+        from specverify import backends, cases, session
         from specverify.harness import Failure, OracleError
         from specverify.report import failure_report, replay_command
 
@@ -287,6 +288,10 @@ class CaseItem(pytest.Item):
             raise Failure(self.problem)
         if self.skip_reason:
             pytest.skip(self.skip_reason)
+        try:
+            cases.check_values(self.path, self.stage, self.example)
+        except cases.CaseError as exc:   # a damaged case: its one line
+            raise Failure(str(exc)) from None
         target = backends.target(self.stage, self.backend, self.device)
         try:
             session.verify_example(target, self.example)
