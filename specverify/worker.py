@@ -17,8 +17,9 @@ A worker has three phases, each answered on its socket: its setup (`set_up`: the
 any outside code is imported), the import of the implementation, and calls. A setup that fails, and a
 worker process that cannot be started, are errors of the run (`calls.RunSetupError`), never a failure of
 the implementation. The socket is the worker's only way to the judge: the pipes it inherits from
-multiprocessing are closed in its setup, and every wait of the judge on the forkserver (which a worker
-could stall) is bounded (`start_within`).
+multiprocessing are closed in its setup, every wait of the judge on the forkserver (which a worker
+could stall) is bounded (`start_within`), and the log of what it prints is a file with no name, handed
+over as a descriptor (`Handed`) and read through the judge's own (a name could be replaced by a FIFO).
 
 A mutation run (`specverify.mutate`) names a mutant in the environment (MUTANT_ENV: a JSON file holding
 the module's name and the mutated file): the worker, and only the worker, loads that module from it.
@@ -26,6 +27,7 @@ the module's name and the mutated file): the worker, and only the worker, loads 
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import multiprocessing
 import os
@@ -37,7 +39,6 @@ import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -245,14 +246,13 @@ def forget_inherited() -> None:
     tracker._fd = tracker._pid = None
 
 
-def set_up(conn, log_path: str, memory: int | None, device: str, source: str) -> None:
+def set_up(conn, log: int, memory: int | None, device: str, source: str) -> None:
     """The judge's part of a worker, before any outside code is imported: contain it and limit it
     (`sandbox.contain`; only the runner returns), send what it prints to the log line by line (a worker
     that dies still shows what it printed), close what it inherited from multiprocessing
     (`forget_inherited`), take the measurements' instruments and probe table (`seal`), and install a
     mutation run's mutant finder."""
     sandbox.contain([conn.fileno()], memory, device)
-    log = os.open(log_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
@@ -264,13 +264,13 @@ def set_up(conn, log_path: str, memory: int | None, device: str, source: str) ->
     apply_mutant(source)
 
 
-def worker_main(conn, stage_name: str, source: str, lib: str, device: str, log_path: str,
+def worker_main(conn, stage_name: str, source: str, lib: str, device: str, log: int,
                 memory: int | None, warm_up: str = "") -> None:
     """Set this worker up and answer {"setup": None} (or the setup's error), load the implementation and
     answer whether it is ready, then answer calls until told to stop (the backend's `warm_up` runs before
     the first call on CUDA: `calls.warm_backend`)."""
     try:
-        set_up(conn, log_path, memory, device, source)
+        set_up(conn, log, memory, device, source)
     except BaseException as exc:  # the judge's own part failed, before any outside code ran: the run's error
         conn.send_bytes(json.dumps({"setup": error_text(exc)}).encode())
         return
@@ -309,14 +309,38 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def tail(path: str) -> str:
-    """The last lines a worker printed, at most LOG_TAIL bytes, each line cut to LOG_LINE characters."""
+def new_log() -> int:
+    """A file for a worker's output with no name (only descriptors reach it, the judge's and the worker's),
+    every write appended."""
+    fd, path = tempfile.mkstemp(prefix="specverify-worker-", suffix=".log")
+    os.unlink(path)
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
+    return fd
+
+
+class Handed:
+    """A file descriptor handed to a worker process as it starts (multiprocessing sends it over the
+    forkserver's socket, as it does the worker's connection); the worker receives its own number for it."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def __reduce__(self):
+        from multiprocessing import reduction
+
+        return received, (reduction.DupFd(self.fd),)
+
+
+def received(dup) -> int:
+    return dup.detach()
+
+
+def tail(fd: int) -> str:
+    """The last lines a worker printed (its log, read through `fd`), at most LOG_TAIL bytes, each line cut
+    to LOG_LINE characters."""
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - LOG_TAIL))
-            text = f.read(LOG_TAIL).decode(errors="replace")
+        size = os.fstat(fd).st_size
+        text = os.pread(fd, LOG_TAIL, max(0, size - LOG_TAIL)).decode(errors="replace")
     except OSError:
         return ""
     lines = text.rstrip().splitlines()[-8:]
@@ -415,8 +439,7 @@ class Isolated:
         self.timeout, self.memory, self.warm_up = timeout, memory, warm_up
         self.process = None
         self.channel: Channel | None = None
-        self.log = tempfile.NamedTemporaryFile(prefix="specverify-worker-", suffix=".log", delete=False)
-        self.log.close()
+        self.log = new_log()      # what its workers print, read through this descriptor
         self.load_error: CallError | None = None     # loading failed once: every later call says so
         self.broken: CallError | None = None     # a worker answered out of protocol: every later call says so
         self.fingerprint: dict | None = None      # the implementation's module, as the worker found it
@@ -427,17 +450,17 @@ class Isolated:
                         self.warm_up)
 
     def output_tail(self) -> str:
-        return tail(self.log.name)
+        return tail(self.log)
 
     def start(self) -> CallError | None:
         """Start the worker, see its setup through (`await_setup`: RunSetupError when the judge's own part
         fails) and load the implementation (once: a failure to load is kept for every later call)."""
         if self.load_error is not None:
             return self.load_error
-        Path(self.log.name).write_text("")
+        os.ftruncate(self.log, 0)
         try:
             self.process, self.channel = spawn(worker_main, (self.stage_name, self.source, self.lib, self.device,
-                                                             self.log.name, self.memory, self.warm_up))
+                                                             Handed(self.log), self.memory, self.warm_up))
         except (EOFError, OSError, ConnectionError) as exc:
             raise RunSetupError(f"could not start a worker process for {self.stage_name} ({self.source} on "
                                 f"{self.device}): {error_text(exc)}") from None
@@ -509,7 +532,9 @@ class Isolated:
 
     def close(self) -> None:
         self.stop()
-        Path(self.log.name).unlink(missing_ok=True)
+        if self.log >= 0:
+            os.close(self.log)
+            self.log = -1
 
     def died(self) -> CallError:
         """The worker is gone or broke protocol: say how, in words."""

@@ -91,6 +91,7 @@ HOSTILE = {
     "eagle.step_slot_mapping": ("returns_a_huge_list", "it returned a Opaque"),
     "graph.step_context": ("prints_a_huge_line_then_exits", "exited with status 1"),
     "stop.spec_stopping": ("hogs_memory", "MemoryError:  (past the worker's memory limit: --memory 4096M)"),
+    "scv.acceptance_mask": ("replaces_its_log_with_a_fifo", "exited with status 3"),
 }
 
 
