@@ -24,7 +24,7 @@ from pathlib import Path
 
 from specverify import env
 from specverify.backends import Target
-from specverify.calls import InProcess, Interrupted, RunSetupError, error_text  # noqa: F401 (for front ends)
+from specverify.calls import InProcess, Interrupted, RunSetupError, error_text
 from specverify.checks import Context, Outcome, default_checks, ordered
 from specverify.harness import verify
 from specverify.profiles import PROFILES, Profile
@@ -119,7 +119,11 @@ def caller_for(target: Target, plan: RunPlan):
     if runs_isolated(target, plan):
         caller = Isolated(target.stage.name, target.source, target.backend.lib, target.device, plan.per_call,
                           plan.memory, target.backend.warm_up)
-        problem = caller.start()
+        try:
+            problem = caller.start()
+        except RunSetupError:
+            caller.close()
+            raise
         if problem is not None and problem.kind == "missing":
             caller.close()
             raise ImplementationNotFound(f"{target.source}: {problem.text}")
