@@ -131,9 +131,9 @@ def greedy_cases(folder, count: int) -> None:
 
 
 def test_a_stalled_frame_on_every_descriptor_is_its_verdict_within_one_timeout(tmp_path, capsys):
-    """The search keeps the example that broke protocol (no shrinking: 40 more calls, each waiting out
-    the deadline); the whole check of the target ends within 30 s at --timeout 3 (one call's limit, the
-    import and the judging; before, over 60 s, cut by --target-timeout 60)."""
+    """The search keeps the example that broke protocol (shrinking it would cost up to 40 more calls, each
+    waiting out the deadline); the whole check of the target ends within 30 s at --timeout 3 (one call's
+    limit, the import and the judging)."""
     started = time.monotonic()
     status, report, out = check_impl(tmp_path, capsys, "stalls_every_descriptor")
     seconds = time.monotonic() - started
