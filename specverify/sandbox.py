@@ -73,7 +73,7 @@ def size_text(n: int) -> str:
 
 
 def worker_memory(asked: int | None, asked_by: str = "--memory") -> tuple[int | None, str]:
-    """(the bytes of address space a CPU worker gets, a phrase for a run's first line saying so): `asked`
+    """(the bytes of address space a CPU worker gets, a phrase for a run's header saying so): `asked`
     (None: no limit of its own), or the limit this process inherited (its soft RLIMIT_AS) where that is
     smaller. `asked_by` names where `asked` came from."""
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
