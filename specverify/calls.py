@@ -42,6 +42,12 @@ class Result:
     measures: dict[str, Any] = field(default_factory=dict)   # what a probe measured (numbers, names)
 
 
+class RunSetupError(BaseException):
+    """The judge could not set up a worker process (start it, contain it, limit it, seal it) before any
+    outside code ran in it: an error of the run (`specverify.cli`: one line, exit status 3), never a failure
+    of the implementation (BaseException: Hypothesis and the checks let it through)."""
+
+
 class CallTimeout(BaseException):
     """Raised inside an in-process call that ran past its time limit (BaseException: `except Exception`
     in the callee does not swallow it)."""

@@ -7,7 +7,9 @@ ordinary permissions of the umask; the sidecar's read-modify-write holds a lock 
 in parallel (pytest -n) lose no record; temporary files and sidecars left by a killed writer are removed.
 Reading refuses what is not a regular file and bounds the file, the header's bytes and its nesting
 before anything is parsed; it validates the header's every field, bounds ranks and shapes before anything
-is allocated, and checks the inputs and outputs against the stage's record (`case_fields`).
+is allocated, and checks the inputs and outputs against the stage's record (`case_fields`). Before a
+stored case is replayed, its values are put to the oracle (`check_values`): a case whose values break the
+contract is damaged, never a failure of the implementation it is replayed on.
 """
 from __future__ import annotations
 
@@ -191,6 +193,24 @@ def load(path: Path | str) -> tuple[str, Example]:
         except case_fields.RecordError as exc:
             raise CaseError(f"{path}: {exc}") from None
     return stage_name, example
+
+
+def check_values(path: Path | str, stage, example: Example) -> None:
+    """Raise CaseError (one line: the file, then the oracle's words, which name the field and the rule)
+    for a stored case of `stage` whose values break its contract: a valid- or hazard-tier case the oracle
+    refuses (a scalar of 10^30 shaping an output), or an invalid-tier case it accepts (called checked, as
+    the invalid tier calls implementations)."""
+    from specverify import materialize
+    from specverify.calls import invoke
+
+    checked = example.tier == "invalid"
+    plan, arena = materialize.plan(stage, example)
+    _, error, _, _ = invoke(stage.oracle, plan, arena, "numpy", "cpu", checked, None)
+    if checked and error is None:
+        raise CaseError(f"{path}: the oracle accepts this invalid-tier case ({example.bad_field}: {example.rule}): "
+                        f"it is not invalid")
+    if not checked and error is not None:
+        raise CaseError(f"{path}: the oracle refuses this {example.tier}-tier case: {error.text}")
 
 
 def read(path: Path) -> tuple[str, Example]:

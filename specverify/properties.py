@@ -192,14 +192,16 @@ def device_callers(target: Target, base) -> list:
     if not getattr(base, "isolated", False):
         return [InProcess(base.impl, base.lib, name, base.timeout, base.warm_up) for name in names]
     callers = []
-    for name in names:
-        caller = base.like(name)
-        problem = caller.start()
-        if problem is not None:
-            for started in callers + [caller]:
-                started.close()
-            raise RuntimeError(f"a worker on {name} could not start: {problem.text}")
-        callers.append(caller)
+    try:
+        for name in names:
+            callers.append(base.like(name))
+            problem = callers[-1].start()
+            if problem is not None:
+                raise RuntimeError(f"a worker on {name} could not start: {problem.text}")
+    except BaseException:  # a worker that could not start (or could not be set up: the run's error)
+        for started in callers:
+            started.close()
+        raise
     return callers
 
 

@@ -17,7 +17,8 @@ are resolved by the same function (`specverify.selection.select`), so a run give
   declaration is the same one line as from the command line (a pytest usage error).
 - Here: the generated stage tests (`stage_matrix`, marked by backend, device and check), and every case
   file `cases/<stage>/<hash>.npz` collected as one regression test per backend and device that runs here
-  (not in outside runs); a damaged case file is one failing test with its one-line reason.
+  (not in outside runs); a damaged case file (unreadable, or with values the oracle refuses) is one failing
+  test with its one-line reason.
 
 Heavy modules are imported when a hook needs them, so loading the plugin costs an unrelated repository
 nothing.
@@ -303,7 +304,7 @@ class CaseItem(pytest.Item):
         self.skip_reason, self.problem = skip_reason, problem
 
     def runtest(self):
-        from specverify import backends, session
+        from specverify import backends, cases, session
         from specverify.harness import Failure, OracleError
         from specverify.report import failure_report, replay_command
 
@@ -311,6 +312,10 @@ class CaseItem(pytest.Item):
             raise Failure(self.problem)
         if self.skip_reason:
             pytest.skip(self.skip_reason)
+        try:
+            cases.check_values(self.path, self.stage, self.example)
+        except cases.CaseError as exc:   # a damaged case: its one line
+            raise Failure(str(exc)) from None
         target = backends.target(self.stage, self.backend, self.device)
         try:
             session.verify_example(target, self.example)

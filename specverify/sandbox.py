@@ -20,7 +20,8 @@ Where no PID namespace can be made, the runner is the worker itself, in its own 
 group still stay there, and `end` kills the group, but a process that starts a session of its own escapes.
 
 Limits set on the runner: no core files, and on CPU workers an address-space limit (`RLIMIT_AS`; CUDA
-reserves far more address space than it uses, so CUDA workers get none). What this does not protect
+reserves far more address space than it uses, so CUDA workers get none), never above the limit the judge
+inherited (`worker_memory`: a process may not raise its own limit). What this does not protect
 against: anything the same user may do outside the process tree (write files, ptrace, read /proc); run the
 suite as another user for that.
 """
@@ -63,11 +64,33 @@ def own_proc() -> None:
         found.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
 
 
+def size_text(n: int) -> str:
+    """Bytes in the largest unit that divides them: 6G, 512M, 1536K, 1000."""
+    for unit, shift in (("T", 40), ("G", 30), ("M", 20), ("K", 10)):
+        if n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+def worker_memory(asked: int | None, asked_by: str = "--memory") -> tuple[int | None, str]:
+    """(the bytes of address space a CPU worker gets, a phrase for a run's header saying so): `asked`
+    (None: no limit of its own), or the limit this process inherited (its soft RLIMIT_AS) where that is
+    smaller. `asked_by` names where `asked` came from."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    inherited = None if soft == resource.RLIM_INFINITY else soft
+    if inherited is None or (asked is not None and asked <= inherited):
+        return asked, (f"workers on the CPU may map {size_text(asked)}" if asked else
+                       "workers on the CPU have no memory limit")
+    found = f"workers on the CPU may map {size_text(inherited)} (the limit this process inherited"
+    return inherited, found + (f"; {asked_by} asked {size_text(asked)})" if asked else ")")
+
+
 def limit_runner(memory: int | None, device: str) -> None:
-    """The runner's address space: `memory` bytes on a CPU worker (no core files is set for the whole
-    tree by `contain`)."""
+    """The runner's address space on a CPU worker: `memory` bytes, or the limit it inherited where that is
+    smaller (`worker_memory`; no core files is set for the whole tree by `contain`)."""
     if memory and device == "cpu":
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        limit, _ = worker_memory(memory)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 def contain(keep: list[int], memory: int | None, device: str) -> None:

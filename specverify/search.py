@@ -3,7 +3,10 @@
 A target's declared domain (`specverify.domain`) is a parameter of what is drawn (`tier_strategy`), never
 a filter. The first failure is shrunk, written as a case file into the run's findings folder (`Context.findings_dir`,
 never the suite's corpus) and reported with its replay command. A target whose time is up stops the
-search (`Abandon` passes through Hypothesis); the smallest failure seen is kept.
+search (`Abandon` passes through Hypothesis); the smallest failure seen is kept. A failure that does not
+repeat on the same input is reported for what it was: a worker that died or ran out of time, then passed
+on that input in a fresh worker, is that crash (with what the worker printed), not "nondeterministic",
+which is kept for an implementation whose answers differ between calls.
 """
 from __future__ import annotations
 
@@ -32,8 +35,10 @@ class Abandon(BaseException):
     crash has been shrunk as far as its budget allows."""
 
 
-# Calls allowed for shrinking after the first failure of a kind that costs a worker (or a time limit).
-SHRINK_BUDGET = {"exit": 40, "signal": 40, "lost": 40, "timeout": 4}
+# Calls allowed for shrinking after the first failure of a kind that costs a worker (or a time limit). A
+# worker that answered out of protocol is asked nothing more (`worker.Isolated.broken`): its example is kept.
+SHRINK_BUDGET = {"exit": 40, "signal": 40, "lost": 0, "timeout": 4}
+CRASHES = {"exit": "a crash", "signal": "a crash", "timeout": "a time-out"}   # failures that end a worker
 
 
 def draw_context(target: Target) -> DrawContext:
@@ -113,8 +118,7 @@ def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ct
             raise
         example, first = failing[-1]       # Hypothesis re-runs the shrunk example last
         if isinstance(exc, hypothesis_errors.Flaky):
-            exc = Failure(f"{target.label} is nondeterministic: it failed on an input, then passed on it "
-                          f"({first.headline if isinstance(first, Failure) else first})")
+            exc = not_repeated(target, ctx, first)
         record_failure(target, check, ctx, outcome, example, exc)
     except Exception as exc:  # a strategy, the oracle's inputs or the harness broke, not the target
         outcome.status = "error"
@@ -129,6 +133,19 @@ def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ct
     outcome.timing = {phase: round(timing[phase], 4) for phase in ("oracle", "call", "judge", "guard")}
     outcome.timing["other"] = round(max(0.0, outcome.seconds - sum(timing.values())), 4)   # drawing, shrinking
     return outcome
+
+
+def not_repeated(target: Target, ctx: Context, first: BaseException) -> Failure:
+    """The failure to report when `first` did not repeat on the same input (Hypothesis's Flaky): a crash or
+    a time-out that did not repeat is reported as such, with what the worker printed; any other failure
+    that did not repeat makes the target nondeterministic."""
+    kind = getattr(first, "kind", "")
+    if isinstance(first, Failure) and kind in CRASHES:
+        again = "in a fresh worker" if getattr(ctx.caller, "isolated", False) else "when called again"
+        return Failure(f"{first.headline} on this input, then passed on it {again}: {CRASHES[kind]} that does "
+                       f"not repeat", first.detail, kind)
+    return Failure(f"{target.label} is nondeterministic: it failed on an input, then passed on it "
+                   f"({getattr(first, 'headline', first)})", getattr(first, "detail", ""))
 
 
 def record_failure(target: Target, check: str, ctx: Context, outcome: Outcome, example: Example,

@@ -6,7 +6,10 @@ with a time limit per call and per target. A target's checks run in their regist
 first) and every one runs even when another failed (unless the plan's `first_failure` stops them at the
 first that fails). With waivers, a check a skip waiver names is never launched (no worker starts when
 every check of a target is skipped), and failures an expect-fail waiver covers come back as "xfailed".
-Every outcome names the implementation's module fingerprint.
+Every outcome names the implementation's module fingerprint. A target whose implementation could not be
+loaded, or whose worker answered out of protocol, is asked nothing more: each of its later checks fails
+at once with that answer (its verdict comes within one per-call limit of the call that broke protocol).
+A worker the judge could not set up is `RunSetupError`, an error of the whole run.
 
 Everything a run does besides choosing its targets is one `RunPlan`, built once (`RunPlan.build`) by each
 front end from the profile and its overrides; the cases a search finds go to the plan's findings folder,
@@ -21,7 +24,7 @@ from pathlib import Path
 
 from specverify import env, interrupts
 from specverify.backends import Target
-from specverify.calls import InProcess, Interrupted, error_text
+from specverify.calls import InProcess, Interrupted, RunSetupError, error_text
 from specverify.checks import Context, Outcome, default_checks, ordered
 from specverify.harness import verify
 from specverify.profiles import PROFILES, Profile
@@ -116,7 +119,11 @@ def caller_for(target: Target, plan: RunPlan):
     if runs_isolated(target, plan):
         caller = Isolated(target.stage.name, target.source, target.backend.lib, target.device, plan.per_call,
                           plan.memory, target.backend.warm_up)
-        problem = caller.start()
+        try:
+            problem = caller.start()
+        except RunSetupError:
+            caller.close()
+            raise
         if problem is not None and problem.kind == "missing":
             caller.close()
             raise ImplementationNotFound(f"{target.source}: {problem.text}")
@@ -171,20 +178,23 @@ def run_target(target: Target, plan: RunPlan, listener: Listener, only: set[str]
     caller = caller_for(target, plan) if any(waiver is None for _, waiver in asked) else None
     module = fingerprint(target, caller) if caller is not None else {}
     unloadable = getattr(caller, "load_error", None)
+    broken_in = None     # the check in which the target's worker answered out of protocol
     deadline = time.monotonic() + plan.per_target if plan.per_target else None
     try:
         for check, waiver in asked:
             interrupts.checkpoint()
             if waiver is None and unloadable is not None:   # tried once: every check fails with it, no case
-                outcome = Outcome(target.stage.name, target.backend.name, target.device, check.name,
-                                  status="failed", kind="load", headline=f"{target.label} {unloadable.text}",
-                                  report="\n".join(filter(None, (f"{target.label} {unloadable.text}",
-                                                                 unloadable.trace))))
+                outcome = refused(target, check.name, unloadable)
+            elif waiver is None and broken_in is not None:   # asked nothing more: every check fails at once
+                outcome = refused(target, check.name, caller.broken, f"not run: its worker answered out of "
+                                                                     f"protocol in the {broken_in} check")
             elif waiver is None:
                 outcome = run_one(target, check, caller, plan, deadline, listener)
             else:
                 outcome = Outcome(target.stage.name, target.backend.name, target.device, check.name,
                                   status="waived", waiver=waiver.label, headline=f"not launched: {waiver.label}")
+            if broken_in is None and getattr(caller, "broken", None) is not None:
+                broken_in = check.name
             outcome.source, outcome.fingerprint, outcome.dialect = target.source, module, target.dialect
             if target.domain is not None:
                 outcome.domain, outcome.domain_summary = target.domain.texts(), target.domain.summary()
@@ -201,6 +211,14 @@ def run_target(target: Target, plan: RunPlan, listener: Listener, only: set[str]
         if caller is not None:
             caller.close()
     return outcomes
+
+
+def refused(target: Target, check: str, problem, why: str = "") -> Outcome:
+    """A check not run because the target is asked nothing more (`problem`: the CallError that says why):
+    failed with that problem, no case."""
+    headline = f"{target.label} {problem.text}"
+    return Outcome(target.stage.name, target.backend.name, target.device, check, status="failed", kind=problem.kind,
+                   headline=headline, report="\n".join(filter(None, (headline, why and f"  {why}", problem.trace))))
 
 
 def run_one(target: Target, check, caller, plan: RunPlan, deadline: float | None, listener: Listener) -> Outcome:

@@ -180,8 +180,10 @@ def declaration_main(conn, ref: str) -> None:
     """In a contained worker: import the declaration and answer with its stage -> "module:function" mapping."""
     from specverify import env, sandbox
     from specverify.calls import error_text
+    from specverify.worker import forget_inherited
 
     sandbox.contain([conn.fileno()], None, "cpu")
+    forget_inherited()      # its socket is its only way to the judge
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)

@@ -7,10 +7,19 @@ judge. The judge sends the plan and the arena (pickled: judge to worker only); t
 implementation and answers with a JSON header and the arena's raw bytes, never a pickle, so nothing a
 hostile implementation does in its process can run code in the judge. Every read of an answer is bounded
 by the call's deadline and by sizes taken from the plan (header bytes, nesting depth, the arena's exact
-size); anything else is "answered out of protocol". A worker that dies (any exit, any signal), breaks
-protocol or runs past its time is ended with everything it started, its failure is reported in words,
-and the next call starts a fresh worker. Loading the implementation is bounded by the same per-call limit
-and tried once.
+size); anything else is "answered out of protocol". A worker that dies (any exit, any signal) or runs past
+its time is ended with everything it started, its failure is reported in words with the last lines it
+printed, and the next call starts a fresh worker. A worker that answered out of protocol is ended and its
+implementation is asked nothing more: every later call of its caller gets that answer at once (`broken`).
+Loading the implementation is bounded by the same per-call limit and tried once.
+
+A worker has three phases, each answered on its socket: its setup (`set_up`: the judge's own part, before
+any outside code is imported), the import of the implementation, and calls. A setup that fails, and a
+worker process that cannot be started, are errors of the run (`calls.RunSetupError`), never a failure of
+the implementation. The socket is the worker's only way to the judge: the pipes it inherits from
+multiprocessing are closed in its setup, every wait of the judge on the forkserver (which a worker
+could stall) is bounded (`start_within`), and the log of what it prints is a file with no name, handed
+over as a descriptor (`Handed`) and read through the judge's own (a name could be replaced by a FIFO).
 
 A mutation run (`specverify.mutate`) names a mutant in the environment (MUTANT_ENV: a JSON file holding
 the module's name and the mutated file): the worker, and only the worker, loads that module from it.
@@ -18,6 +27,7 @@ the module's name and the mutated file): the worker, and only the worker, loads 
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import multiprocessing
 import os
@@ -27,18 +37,20 @@ import signal
 import struct
 import sys
 import tempfile
+import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from specverify import env, sandbox
-from specverify.calls import CallError, Result, error_text, invoke
+from specverify.calls import CallError, Result, RunSetupError, error_text, invoke
 from specverify.device import seal
 from specverify.materialize import Plan
 
-LOAD_ANSWER = 1 << 20       # bytes: the answer to loading (ready, the module's fingerprint)
+LOAD_ANSWER = 1 << 20       # bytes: the answer to setup, and to loading (ready, the module's fingerprint)
+SETUP_SECONDS = 60.0        # a worker's setup may take this long (or the per-call limit, where that is longer)
+START_SECONDS = 120.0       # a forkserver that has not started a worker in this time (its preload included) is killed
 LOG_TAIL = 4096             # bytes of a worker's output kept for a report
 LOG_LINE = 240              # characters of one output line kept
 MUTANT_ENV = "SPECVERIFY_MUTANT"   # names a mutant's JSON file: {"module", "path"} (specverify.mutate)
@@ -220,19 +232,52 @@ def apply_mutant(source: str) -> None:
     sys.meta_path.insert(0, MutantFinder(module, path, str(package) if package else None))
 
 
-def worker_main(conn, stage_name: str, source: str, lib: str, device: str, log_path: str,
-                memory: int | None, warm_up: str = "") -> None:
-    """Contain this process (the runner returns here), load the implementation, answer calls until told
-    to stop (the backend's `warm_up` runs before the first call on CUDA: `calls.warm_backend`)."""
+def forget_inherited() -> None:
+    """Close the pipes this worker inherited from multiprocessing besides its socket: the forkserver's (a
+    byte written there ends the server) and the resource tracker's (a line written there is a command).
+    An implementation that uses either starts its own."""
+    from multiprocessing import forkserver, resource_tracker
+
+    server, tracker = forkserver._forkserver, resource_tracker._resource_tracker
+    for fd in (server._forkserver_alive_fd, tracker._fd):
+        if fd is not None:
+            os.close(fd)
+    server._forkserver_alive_fd = server._forkserver_address = server._forkserver_pid = None
+    tracker._fd = tracker._pid = None
+
+
+def set_up(conn, log: int, memory: int | None, device: str, source: str) -> None:
+    """The judge's part of a worker, before any outside code is imported: contain it and limit it
+    (`sandbox.contain`; only the runner returns), send what it prints to the log line by line (a worker
+    that dies still shows what it printed), close what it inherited from multiprocessing
+    (`forget_inherited`), take the measurements' instruments and probe table (`seal`), and install a
+    mutation run's mutant finder."""
     sandbox.contain([conn.fileno()], memory, device)
-    log = os.open(log_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(log, 1)
     os.dup2(log, 2)
+    os.close(log)
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(line_buffering=True)
+    forget_inherited()
+    seal()
+    apply_mutant(source)
+
+
+def worker_main(conn, stage_name: str, source: str, lib: str, device: str, log: int,
+                memory: int | None, warm_up: str = "") -> None:
+    """Set this worker up and answer {"setup": None} (or the setup's error), load the implementation and
+    answer whether it is ready, then answer calls until told to stop (the backend's `warm_up` runs before
+    the first call on CUDA: `calls.warm_backend`)."""
+    try:
+        set_up(conn, log, memory, device, source)
+    except BaseException as exc:  # the judge's own part failed, before any outside code ran: the run's error
+        conn.send_bytes(json.dumps({"setup": error_text(exc)}).encode())
+        return
+    conn.send_bytes(json.dumps({"setup": None}).encode())
     from specverify import backends
 
     try:
-        seal()      # the measurements' instruments and probe table, before the implementation is imported
-        apply_mutant(source)
         impl = backends.load(source)
     except BaseException as exc:  # a module that fails to import, exits or raises: the target's failure
         missing = isinstance(exc, (ModuleNotFoundError, backends.NotLoadable))
@@ -264,14 +309,38 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def tail(path: str) -> str:
-    """The last lines a worker printed, at most LOG_TAIL bytes, each line cut to LOG_LINE characters."""
+def new_log() -> int:
+    """A file for a worker's output with no name (only descriptors reach it, the judge's and the worker's),
+    every write appended."""
+    fd, path = tempfile.mkstemp(prefix="specverify-worker-", suffix=".log")
+    os.unlink(path)
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_APPEND)
+    return fd
+
+
+class Handed:
+    """A file descriptor handed to a worker process as it starts (multiprocessing sends it over the
+    forkserver's socket, as it does the worker's connection); the worker receives its own number for it."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def __reduce__(self):
+        from multiprocessing import reduction
+
+        return received, (reduction.DupFd(self.fd),)
+
+
+def received(dup) -> int:
+    return dup.detach()
+
+
+def tail(fd: int) -> str:
+    """The last lines a worker printed (its log, read through `fd`), at most LOG_TAIL bytes, each line cut
+    to LOG_LINE characters."""
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - LOG_TAIL))
-            text = f.read(LOG_TAIL).decode(errors="replace")
+        size = os.fstat(fd).st_size
+        text = os.pread(fd, LOG_TAIL, max(0, size - LOG_TAIL)).decode(errors="replace")
     except OSError:
         return ""
     lines = text.rstrip().splitlines()[-8:]
@@ -359,7 +428,8 @@ class Channel:
 
 class Isolated:
     """Calls one implementation (by import path) in a worker process, with a time limit per call (loading
-    included) and a memory limit."""
+    included) and a memory limit. A worker that answers out of protocol breaks the caller (`broken`): every
+    later call returns that answer at once, and no worker is started again."""
 
     isolated = True
 
@@ -369,9 +439,9 @@ class Isolated:
         self.timeout, self.memory, self.warm_up = timeout, memory, warm_up
         self.process = None
         self.channel: Channel | None = None
-        self.log = tempfile.NamedTemporaryFile(prefix="specverify-worker-", suffix=".log", delete=False)
-        self.log.close()
+        self.log = new_log()      # what its workers print, read through this descriptor
         self.load_error: CallError | None = None     # loading failed once: every later call says so
+        self.broken: CallError | None = None     # a worker answered out of protocol: every later call says so
         self.fingerprint: dict | None = None      # the implementation's module, as the worker found it
 
     def like(self, device: str | None = None) -> "Isolated":
@@ -380,19 +450,21 @@ class Isolated:
                         self.warm_up)
 
     def output_tail(self) -> str:
-        return tail(self.log.name)
+        return tail(self.log)
 
     def start(self) -> CallError | None:
-        """Start the worker and load the implementation (once: a failure is kept for every later call)."""
+        """Start the worker, see its setup through (`await_setup`: RunSetupError when the judge's own part
+        fails) and load the implementation (once: a failure to load is kept for every later call)."""
         if self.load_error is not None:
             return self.load_error
-        Path(self.log.name).write_text("")
+        os.ftruncate(self.log, 0)
         try:
             self.process, self.channel = spawn(worker_main, (self.stage_name, self.source, self.lib, self.device,
-                                                             self.log.name, self.memory, self.warm_up))
+                                                             Handed(self.log), self.memory, self.warm_up))
         except (EOFError, OSError, ConnectionError) as exc:
-            self.load_error = CallError("load", f"could not start a worker process: {error_text(exc)}")
-            return self.load_error
+            raise RunSetupError(f"could not start a worker process for {self.stage_name} ({self.source} on "
+                                f"{self.device}): {error_text(exc)}") from None
+        self.await_setup()
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         try:
             answer = parse_header(self.channel.read_frame(deadline, LOAD_ANSWER))
@@ -422,6 +494,32 @@ class Isolated:
             self.fingerprint = checked_fingerprint(answer.get("module"), self.source.partition(":")[0])
         return None
 
+    def await_setup(self) -> None:
+        """Read the worker's first answer, its setup's, sent before any outside code is imported; a setup
+        that failed, a worker that ended first or did not answer in SETUP_SECONDS (or the per-call limit,
+        if longer) is RunSetupError, with the last line the worker printed."""
+        seconds = None if self.timeout is None else max(self.timeout, SETUP_SECONDS)
+        try:
+            answer = parse_header(self.channel.read_frame(None if seconds is None else time.monotonic() + seconds,
+                                                          LOAD_ANSWER))
+            problem = answer.get("setup", "it answered without a word on its setup")
+        except Incomplete as exc:
+            if exc.ended:
+                self.process.join(5)
+                code = self.process.exitcode
+                how = f"killed by {signal_name(-code)}" if code is not None and code < 0 else f"exit status {code}"
+                problem = f"its process ended ({how}) during its setup"
+            else:
+                problem = f"its setup did not finish in {seconds:g} s"
+        except ValueError as exc:
+            problem = f"its setup answered out of protocol ({exc})"
+        if problem is None:
+            return
+        printed = self.output_tail().splitlines()
+        self.stop()
+        raise RunSetupError(f"the worker process for {self.stage_name} ({self.source} on {self.device}) could not "
+                            f"be set up: {str(problem)[:300]}" + (f" (it printed: {printed[-1]})" if printed else ""))
+
     def stop(self) -> None:
         """End the worker and everything it started; reap it."""
         if self.process is not None:
@@ -434,7 +532,9 @@ class Isolated:
 
     def close(self) -> None:
         self.stop()
-        Path(self.log.name).unlink(missing_ok=True)
+        if self.log >= 0:
+            os.close(self.log)
+            self.log = -1
 
     def died(self) -> CallError:
         """The worker is gone or broke protocol: say how, in words."""
@@ -449,6 +549,16 @@ class Isolated:
         return CallError("exit", f"exited with status {code} inside the call", trace=trace)
 
     def call(self, plan: Plan, arena: np.ndarray, checked: bool = False, probe: str = "plain") -> Result:
+        """One call in the worker (started first where there is none); once a worker answered out of
+        protocol, that answer at once."""
+        if self.broken is not None:
+            return Result(None, {}, None, self.broken)
+        result = self.exchange(plan, arena, checked, probe)
+        if result.error is not None and result.error.kind == "lost":
+            self.broken = result.error
+        return result
+
+    def exchange(self, plan: Plan, arena: np.ndarray, checked: bool, probe: str) -> Result:
         if self.process is None:
             problem = self.start()
             if problem is not None:
@@ -467,7 +577,7 @@ class Isolated:
             if error is not None and error.kind not in ("raised", "exit", "timeout"):
                 raise ValueError("unknown error kind")
             if error is not None and "MemoryError" in error.types and self.memory and self.device == "cpu":
-                error.text = f"{error.text} (past the worker's memory limit: --memory {self.memory >> 20}M)"
+                error.text = f"{error.text} (past the worker's memory limit: {memory_words(self.memory)})"
             values = {k: decode(v) for k, v in header["values"].items()}
             returned = decode(header["returned"])
             measures = header["measures"]
@@ -490,16 +600,25 @@ class Isolated:
         return CallError("timeout", f"timed out after {self.timeout:g} s", trace=trace)
 
 
+def memory_words(asked: int) -> str:
+    """The memory limit a CPU worker had, as a report names it."""
+    limit, _ = sandbox.worker_memory(asked)
+    if limit == asked:
+        return f"--memory {asked >> 20}M"
+    return f"{sandbox.size_text(limit)}, the limit the judge inherited"
+
+
 def spawn(main, args: tuple):
     """`main(conn, *args)` started in a worker process, and the judge's Channel to it; one retry with a
-    fresh forkserver when the server is gone (the second failure is raised)."""
+    fresh forkserver when the server is gone or does not answer (`start_within`; the second failure is
+    raised)."""
     for attempt in (1, 2):
         ctx = context()
         parent, child = ctx.Pipe()
         process = ctx.Process(target=main, args=(child, *args), daemon=True)
         try:
-            process.start()
-        except (EOFError, OSError, ConnectionError):   # the forkserver died: start it again
+            start_within(process, START_SECONDS)
+        except (EOFError, OSError, ConnectionError):   # the forkserver died or stalled: start it again
             parent.close()
             child.close()
             restart_forkserver()
@@ -509,6 +628,32 @@ def spawn(main, args: tuple):
         child.close()
         return process, Channel(parent, process.sentinel)
     raise AssertionError("unreachable")
+
+
+def start_within(process, seconds: float) -> None:
+    """`process.start()`, bounded. Multiprocessing waits on the forkserver without a limit (to connect, to
+    hand over the process, for the pid it answers), and a worker may have stalled the server (connected to
+    it and said nothing), so the start runs in a thread; a server that has not answered in `seconds` is
+    killed, which ends every wait on it, and TimeoutError is raised."""
+    failed: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            process.start()
+        except BaseException as exc:  # raised again in the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=start, name="specverify-start", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        restart_forkserver()
+        thread.join(10)
+        if process.pid is not None:
+            sandbox.end(process.pid)
+        raise TimeoutError(f"the forkserver did not start a worker in {seconds:g} s")
+    if failed:
+        raise failed[0]
 
 
 def restart_forkserver() -> None:

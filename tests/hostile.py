@@ -2,6 +2,7 @@
 `rejection.sample_padded`): each breaks the judge's trust in a different way. The suite must turn every
 one into a failure of that target alone (`orders_its_side_stream` is the control that must pass)."""
 import os
+import struct
 import sys
 import time
 
@@ -24,6 +25,36 @@ def abort(**kw):
 
 def hang(**kw):
     time.sleep(3600)
+
+
+def stalls_every_descriptor(**kw):
+    """Answers correctly, then announces a 1 MiB frame on every descriptor it holds (its socket among
+    them) and sends none of it; from the first non-empty batch on, so that a search would shrink."""
+    greedy(**kw)
+    if kw["cu_num_draft_tokens"].numel():
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                os.write(int(name), struct.pack("!i", 1 << 20))
+            except OSError:
+                pass
+
+
+def exits_once(**kw):
+    """Prints a line and exits with status 1 on its first call in this folder (the worker's current one,
+    the judge's); answers correctly on every later call."""
+    if not os.path.exists("exited-once"):
+        open("exited-once", "w").close()
+        print("hostile: giving up on this batch")
+        os._exit(1)
+    greedy(**kw)
+
+
+def wrong_once(**kw):
+    """A wrong output on its first call with outputs in this folder, right ones after: nondeterministic."""
+    greedy(**kw)
+    if kw["output_token_ids"].numel() and not os.path.exists("wrong-once"):
+        open("wrong-once", "w").close()
+        kw["output_token_ids"].fill_(12345)
 
 
 def patch_the_judge(**kw):

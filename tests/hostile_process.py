@@ -107,6 +107,16 @@ def prints_a_huge_line_then_exits(**kw):
     os._exit(1)
 
 
+def replaces_its_log_with_a_fifo(**kw):
+    """Replaces the file its output goes to, where that has a name, with a FIFO (which blocks whoever
+    opens it to read the worker's last lines), then exits with status 3."""
+    path = os.readlink("/proc/self/fd/1")
+    if os.path.isfile(path):
+        os.unlink(path)
+        os.mkfifo(path)
+    os._exit(3)
+
+
 def hogs_memory(**kw):
     hoard = bytearray(64 << 30)
     return len(hoard)

@@ -6,7 +6,9 @@ implementation started is alive afterwards. Each run is a `specverify check` in 
 import hashlib
 import json
 import os
+import resource
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,6 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPAND = "specverify.kernels.torch.rejection:expand"
+GREEDY = "specverify.kernels.torch.rejection:greedy"
 
 
 def mark(tmp_path: Path) -> str:
@@ -51,12 +54,19 @@ def survivors(tmp_path: Path) -> list[int]:
     return marked(mark(tmp_path))
 
 
-def judge(tmp_path: Path, argv: list[str], timeout: float = 150) -> tuple[int, str, float]:
-    """Run `specverify check ARGV` in its own session; (exit status, output, seconds)."""
+def address_space(limit: int | None):
+    """A preexec_fn giving a process at most `limit` bytes of address space (as `ulimit -v` does)."""
+    return None if limit is None else lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def judge(tmp_path: Path, argv: list[str], timeout: float = 150, env: dict | None = None,
+          memory: int | None = None) -> tuple[int, str, float]:
+    """Run `specverify check ARGV` in its own session (`env` added to its environment, `memory`: its
+    address-space limit); (exit status, output, seconds)."""
     started = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "specverify", "check", *argv], cwd=tmp_path,
-                            env=environment(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            env={**environment(tmp_path), **(env or {})}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=address_space(memory))
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -81,6 +91,7 @@ HOSTILE = {
     "eagle.step_slot_mapping": ("returns_a_huge_list", "it returned a Opaque"),
     "graph.step_context": ("prints_a_huge_line_then_exits", "exited with status 1"),
     "stop.spec_stopping": ("hogs_memory", "MemoryError:  (past the worker's memory limit: --memory 4096M)"),
+    "scv.acceptance_mask": ("replaces_its_log_with_a_fifo", "exited with status 3"),
 }
 
 
@@ -178,3 +189,66 @@ def test_sigterm_ends_the_run_with_the_report_of_what_finished(tmp_path):
     assert "interrupted by SIGTERM" in out
     assert json.loads(report.read_text())["interrupted"] == "SIGTERM"
     assert survivors(tmp_path) == []
+
+
+def test_a_stalled_forkserver_is_started_again_within_the_start_limit(monkeypatch):
+    """A connection to the forkserver that says nothing stalls the server (multiprocessing waits on it
+    without a limit, to hand over a process and for its pid): the start gives up on it after
+    START_SECONDS, kills it and starts the worker from a fresh one."""
+    from multiprocessing import forkserver
+
+    from specverify import worker
+
+    restart, restarts = worker.restart_forkserver, []
+
+    def restarted() -> None:       # the fresh server gets the usual time for its preload
+        restarts.append(time.monotonic())
+        monkeypatch.setattr(worker, "START_SECONDS", 120.0)
+        restart()
+
+    worker.context()
+    stalled = socket.socket(socket.AF_UNIX)
+    stalled.connect(forkserver._forkserver._forkserver_address)
+    monkeypatch.setattr(worker, "START_SECONDS", 5.0)
+    monkeypatch.setattr(worker, "restart_forkserver", restarted)
+    caller = worker.Isolated("rejection.expand", EXPAND, "torch", "cpu", 60)
+    started = time.monotonic()
+    try:
+        assert caller.start() is None
+    finally:
+        caller.close()
+        stalled.close()
+    assert restarts and 5 <= restarts[0] - started < 15, restarts
+
+
+def test_a_correct_implementation_conforms_under_an_inherited_address_space_limit(tmp_path):
+    """Run under `ulimit -v 6291456` (6G, below the 8G the profile asks for a CPU worker), the worker gets
+    the inherited 6G (a process may not raise its limit) and the run's header says so."""
+    limit = 6291456 << 10
+    probe = subprocess.run([sys.executable, "-c", "import torch, triton"], capture_output=True, text=True,
+                           timeout=300, preexec_fn=address_space(limit))
+    if probe.returncode != 0:
+        pytest.skip(f"the judge cannot import torch and triton within 6G here: {probe.stderr[-300:]}")
+    report = tmp_path / "report.json"
+    status, out, _ = judge(tmp_path, ["--stage", "rejection.greedy", "--impl", GREEDY, "--device", "cpu",
+                                      "--examples", "5", "--findings", str(tmp_path / "cases"), "--report", str(report)],
+                           memory=limit)
+    assert status == 0 and json.loads(report.read_text())["totals"]["failed"] == 0, out[-3000:]
+    assert "workers on the CPU may map 6G (the limit this process inherited; the profile asked 8G)" in out
+
+
+def test_a_worker_whose_setup_fails_is_an_error_of_the_run(tmp_path):
+    """The judge's own part of a worker fails before the implementation is imported (here a mutation run's
+    mutant file is gone): one line naming the cause, exit status 3 (nothing could be checked), never a
+    failure of the implementation."""
+    from specverify.worker import MUTANT_ENV
+
+    gone = tmp_path / "mutant.json"
+    status, out, _ = judge(tmp_path, ["--stage", "rejection.greedy", "--impl", GREEDY, "--device", "cpu",
+                                      "--findings", str(tmp_path / "cases"), "--report", str(tmp_path / "report.json")],
+                           env={MUTANT_ENV: str(gone)})
+    assert status == 3, out[-3000:]
+    errors = [line for line in out.splitlines() if "error" in line]
+    assert errors == [f"specverify check: error: the worker process for rejection.greedy ({GREEDY} on cpu) could "
+                      f"not be set up: FileNotFoundError: [Errno 2] No such file or directory: '{gone}'"], out
+    assert "Traceback" not in out and not (tmp_path / "report.json").exists()

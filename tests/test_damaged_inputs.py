@@ -65,6 +65,8 @@ DAMAGED = {
     "a float input": lambda d: ["replay", str(greedy_case(d / "x.npz", target_argmax=np.array([5.0, 9.0])))],
     "a string scalar": lambda d: ["replay", str(greedy_case(d / "x.npz", meta={
         "scalars": {**GOOD_META["scalars"], "max_spec_len": "2"}}))],
+    "a scalar of 10^30 shaping an output": lambda d: ["replay", str(greedy_case(d / "x.npz", meta={
+        "scalars": {**GOOD_META["scalars"], "max_spec_len": 10**30}}))],
     "a missing input": lambda d: ["replay", str(greedy_case(d / "x.npz", drop=["target_argmax"]))],
     "an unknown input": lambda d: ["replay", str(greedy_case(d / "x.npz", extra=np.array([1])))],
     "a null required input": lambda d: ["replay", str(greedy_case(d / "x.npz", drop=["target_argmax"], meta={
@@ -232,3 +234,35 @@ def test_every_console_the_suite_makes_leaves_emoji_codes_alone(monkeypatch):
     monkeypatch.setattr(report, "Console", lambda **kw: made.append(kw) or Console(**kw))
     report.inputs_table(GREEDY, greedy_example())
     assert made and all(kw.get("emoji") is False for kw in made)
+
+
+def test_a_case_the_oracle_refuses_is_damaged_in_replay_the_corpus_and_pytest(tmp_path, capsys):
+    """A real case whose max_spec_len (it shapes the output) is 10^30: one line naming the file, the field
+    and the rule (the oracle's words) in `specverify replay` (exit 2), a note in the corpus check while the
+    other case runs, and the one line of a failing pytest case test; never a failure of the target."""
+    import subprocess
+    import sys
+
+    refused = cases.save(tmp_path / "cases", GREEDY.name, greedy_example(max_spec_len=10**30), {"backend": "torch"})
+    words = (f"{refused}: the oracle refuses this valid-tier case: ValueError: output_token_ids: shape must be "
+             f"[1, {10**30 + 1}] (B = len(cu_num_draft_tokens), S = max_spec_len), got [1, 3]")
+    status, out = run_cli(["replay", str(refused), "--backend", "torch", "--device", "cpu"], capsys)
+    assert status == 2 and [line for line in out.splitlines() if "error" in line] == \
+        [f"specverify replay: error: {words}"], out
+
+    cases.save(tmp_path / "cases", GREEDY.name, greedy_example(), {"backend": "torch"})
+    status, out = run_cli(["check", "--stage", GREEDY.name, "--impl", TORCH_GREEDY, "--device", "cpu",
+                           "--check", "corpus", "--cases", str(tmp_path / "cases")], capsys)
+    assert status == 0 and "contract: passes (1 corpus case)" in out, out
+    assert [line for line in out.splitlines() if line.startswith("note: ")] == \
+        [f"note: {GREEDY.name} corpus: not replayed: {words}"], out
+
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["specverify.pytest_plugin"]\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(refused), "-k",
+                           "torch-cpu and not strict"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 1 and "1 failed" in done.stdout, done.stdout[-3000:]
+    lines = done.stdout.splitlines()
+    [header] = [i for i, line in enumerate(lines) if line.startswith("_") and " on torch/cpu " in line]
+    assert lines[header + 1] == words and lines[header + 2].startswith("===") and "inputs:" not in done.stdout, \
+        done.stdout[-3000:]

@@ -1,6 +1,7 @@
 """Hostile implementations: each must become a clear, replayable failure of its own target, with exit
 status 1 and the JSON report written, while every other target still runs (tests/hostile.py)."""
 import json
+import time
 
 import numpy as np
 import pytest
@@ -115,3 +116,63 @@ def test_every_input_is_inside_guards_at_a_non_zero_offset():
         session.verify_example(Target(GREEDY, BACKENDS["impl"], "cpu", "spy", spy), example)
     for name, (offset, storage, size) in seen.items():
         assert offset > 0 and storage >= offset * 1 + size, name
+
+
+def greedy_cases(folder, count: int) -> None:
+    """`count` case files of rejection.greedy with non-empty batches in `folder`."""
+    for n in range(1, count + 1):
+        example = cases.Example("valid", {"draft_token_ids": np.arange(n, dtype=np.int32),
+                                          "target_argmax": np.arange(n, dtype=np.int64),
+                                          "bonus_token_ids": np.array([9], np.int64),
+                                          "cu_num_draft_tokens": np.array([n], np.int32), "is_greedy": None,
+                                          "max_spec_len": n},
+                                outputs={"output_token_ids": cases.Buffer((1, n + 1), "int32")})
+        cases.save(folder, GREEDY.name, example, {"backend": "torch"})
+
+
+def test_a_stalled_frame_on_every_descriptor_is_its_verdict_within_one_timeout(tmp_path, capsys):
+    """The search keeps the example that broke protocol (shrinking it would cost up to 40 more calls, each
+    waiting out the deadline); the whole check of the target ends within 30 s at --timeout 3 (one call's
+    limit, the import and the judging)."""
+    started = time.monotonic()
+    status, report, out = check_impl(tmp_path, capsys, "stalls_every_descriptor")
+    seconds = time.monotonic() - started
+    [outcome] = [o for o in report["outcomes"] if o["check"] == "valid"]
+    assert status == 1 and outcome["status"] == "failed" and outcome["kind"] == "lost", outcome["headline"]
+    assert "answered out of protocol: its answer was still incomplete after 3 s" in outcome["headline"]
+    assert outcome["case"] and seconds < 30, seconds
+
+
+def test_a_worker_that_broke_protocol_is_asked_nothing_more(tmp_path, capsys):
+    """Its first corpus case breaks protocol: the other cases are a note, the valid check fails at once."""
+    greedy_cases(tmp_path / "corpus", 3)
+    started = time.monotonic()
+    status, report, out = check_impl(tmp_path, capsys, "stalls_every_descriptor", "--cases", str(tmp_path / "corpus"))
+    seconds = time.monotonic() - started
+    by_check = {o["check"]: o for o in report["outcomes"]}
+    assert status == 1 and seconds < 30, seconds
+    assert by_check["corpus"]["status"] == "failed" and "answered out of protocol" in by_check["corpus"]["headline"]
+    assert "its worker answered out of protocol: 2 case(s) not replayed" in by_check["corpus"]["notes"]
+    valid = by_check["valid"]
+    assert valid["status"] == "failed" and valid["kind"] == "lost" and valid["examples"] == 0
+    assert "not run: its worker answered out of protocol in the corpus check" in valid["report"]
+
+
+def test_a_crash_that_does_not_repeat_is_named_with_what_the_worker_printed(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)       # the worker's folder too: where the implementation marks its first call
+    status, report, out = check_impl(tmp_path, capsys, "exits_once")
+    [outcome] = [o for o in report["outcomes"] if o["check"] == "valid"]
+    assert status == 1 and outcome["status"] == "failed" and outcome["kind"] == "exit", outcome["headline"]
+    assert ("exited with status 1 inside the call on this input, then passed on it in a fresh worker: a crash "
+            "that does not repeat") in outcome["headline"]
+    assert "nondeterministic" not in outcome["headline"]
+    assert "hostile: giving up on this batch" in outcome["report"] and "hostile: giving up on this batch" in out
+
+
+def test_outputs_that_differ_between_calls_on_one_input_are_nondeterministic(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    status, report, out = check_impl(tmp_path, capsys, "wrong_once")
+    [outcome] = [o for o in report["outcomes"] if o["check"] == "valid"]
+    assert status == 1 and outcome["status"] == "failed" and outcome["kind"] == "wrong", outcome["headline"]
+    assert "is nondeterministic: it failed on an input, then passed on it" in outcome["headline"]
+    assert "does not repeat" not in outcome["headline"]

@@ -74,6 +74,12 @@ def command(args) -> int:
     except options.UsageError as exc:
         print(f"specverify {args.command}: error: {exc}", flush=True)
         return options.USAGE
+    except BaseException as exc:
+        calls = sys.modules.get("specverify.calls")    # a worker could not be set up: an error of the run
+        if calls is None or not isinstance(exc, calls.RunSetupError):
+            raise
+        print(f"specverify {args.command}: error: {exc}", flush=True)
+        return options.NOTHING_CHECKED
 
 
 def stopped_early(args, why: str) -> int:

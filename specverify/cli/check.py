@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from specverify import interrupts, options, reports, selection, session
+from specverify import interrupts, options, reports, sandbox, selection, session
 from specverify.checks import Outcome
 from specverify.cli.output import ProgressListener, console, progress_bar, say
 from specverify.conformance import Run
@@ -56,6 +56,8 @@ def header(chosen: selection.Selection, args) -> str:
                      f"{len(v.implementations)} stage(s) implemented")
     lines.append(f"specverify check: profile {plan.profile.name}, seed {plan.run_seed}, {len(chosen.targets)} "
                  f"target(s), {session.planned(chosen.targets, plan)} check(s), {mode}, findings to {plan.findings}/")
+    if (plan.isolated or chosen.judges_outside) and any(t.device == "cpu" for t in chosen.targets):
+        lines.append("  " + sandbox.worker_memory(plan.memory, "--memory" if args.memory else "the profile")[1])
     return "\n".join(lines)
 
 

@@ -20,6 +20,10 @@ def run(args) -> int:
     stage = registry.all_stages().get(stage_name)
     if stage is None:
         raise UsageError(f"{args.path}: stage {stage_name!r} is not known to this version of specverify")
+    try:
+        cases.check_values(args.path, stage, example)   # a case the oracle refuses is damaged, not a failure
+    except cases.CaseError as exc:
+        raise UsageError(str(exc)) from None
     targets = selection.replay_targets(args, stage)
     say(f"replay {args.path}: {stage_name}, {example.tier} tier")
     failures = cases.failures_of(args.path)
