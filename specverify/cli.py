@@ -4,7 +4,9 @@ Exit status: 0 when everything checked passed (failures every one covered by an 
 included), 1 on any other failure or a waiver that is no longer needed, 2 on bad usage (a bad waiver
 file, a vendor that resolves to nothing, an empty --impl or --vendor, a --cases path that is a file, a
 time limit that is not finite or over MAX_SECONDS), an unreadable or damaged case or report (`matrix`), a
-report or matrix that could not be written, 3 when nothing was checked (every target skipped).
+report or matrix that could not be written, 3 when nothing was checked (every target skipped), 4 when
+incomplete: every check that ran passed, but some target's time ran out before its examples were done (1
+wins when anything failed).
 `mutate`: 0 when every mutant was killed, timed out, crashed, was counted apart (does not import or
 compile) or is judged equivalent; 1 when one survived that no equivalence entry names, a stage's baseline
 fails (it is not mutated) or a mutant's check broke; 2 on bad usage; 3 when no mutant was run.
@@ -358,7 +360,7 @@ class ProgressListener(session.Listener):
                 self.drop(lane)
         self.bar.advance(self.overall)
         mark = {"passed": "ok", "failed": "FAILED", "error": "ERROR", "skipped": "skip", "xfailed": "xfail",
-                "waived": "waived"}[outcome.status]
+                "waived": "waived", "incomplete": "incomplete"}[outcome.status]
         where = f"  [{outcome.worker}]" if outcome.worker else ""
         self.bar.console.print(f"{mark:6} {target.label}: {outcome.check}  ({outcome.examples} examples, "
                                f"{outcome.seconds:.1f}s){where}", markup=False)

@@ -205,9 +205,10 @@ def run_target(target: Target, plan: RunPlan, listener: Listener, only: set[str]
 def run_one(target: Target, check, caller, plan: RunPlan, deadline: float | None, listener: Listener) -> Outcome:
     planned_examples = check.planned(target, plan.profile, plan.examples)
     if deadline is not None and time.monotonic() > deadline:
-        return Outcome(target.stage.name, target.backend.name, target.device, check.name, status="skipped",
-                       planned=planned_examples, headline=f"not run: the target's time limit "
-                                                          f"({plan.per_target:g} s) was spent")
+        return Outcome(target.stage.name, target.backend.name, target.device, check.name, status="incomplete",
+                       kind="timeout", planned=planned_examples,
+                       headline=f"{target.label}: incomplete: the target's time limit ({plan.per_target:g} s) was "
+                                f"spent before the {check.name} check started")
     listener.check_started(target, check.name, planned_examples)
     ctx = Context(plan.profile, plan.run_seed, plan.examples, plan.cases, caller,
                   guard_check=plan.guard_check, deadline=deadline, progress=listener.progress,

@@ -269,5 +269,6 @@ def test_a_failing_outside_kernel_is_told_which_dialect_it_may_follow(tmp_path, 
     [verdict] = json.loads(report.read_text())["verdicts"]
     assert status == 1 and verdict["summary"] == "does not conform"
     assert rule in verdict["follows"], verdict["rules"]
-    assert f"Its draws pass under dialect {', '.join(verdict['follows'])}: it may follow that rule." in out
+    assert f"Its failing case and draws pass under dialect {', '.join(verdict['follows'])}: it may follow that " \
+           "rule." in out
     assert f'declare dialect = "{rule}"' in out

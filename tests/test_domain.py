@@ -273,7 +273,7 @@ def test_a_restriction_whose_excluded_draws_all_pass_is_reported_unneeded(tmp_pa
     assert status == 0   # information only: the exit status is unchanged
     assert report["verdicts"][0]["unneeded"] == ["`sampled_token_ids` unit column step"]
     assert "Not needed, its excluded draws pass: `sampled_token_ids` unit column step" in out
-    assert "the restriction looks unneeded" in (tmp_path / "report.md").read_text()
+    assert "its 25 excluded draws pass (valid): the restriction is not needed" in (tmp_path / "report.md").read_text()
 
 
 @pytest.mark.parametrize("name,hint", [("rejection.recovered", "max_spec_len"),
