@@ -139,6 +139,9 @@ def tier_check(tier: str, doc: str, order: int, applies: Callable[[Target], str 
         searched = outside.reserving(ctx) if restricted or rules else ctx
         outcome = search(target, tier, tier, ctx.profile.count(tier, ctx.examples), verify_tier, searched)
         failing, outcome.failing = outcome.failing, None
+        if target.interpreted and tier == "valid":
+            outcome.notes.append(f"drawn at the Triton interpreter's sizes, as our Triton kernels on the CPU are: "
+                                 f"{target.interpreted}")
         rules = rules and outcome.status == "failed"
         if restricted:
             outcome.outside = outside.explore(target, ctx, later=int(rules))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from specverify import env
@@ -39,6 +39,7 @@ class PlanError(ValueError):
 
 
 REPLAY_TIMEOUT = 120.0     # seconds per call when one example is replayed (`specverify replay`, case tests)
+INTERPRETED = "TRITON_INTERPRET is set for its worker and it reaches Triton kernels"   # Target.interpreted
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,8 @@ def run_target(target: Target, plan: RunPlan, listener: Listener, only: set[str]
         return []
     outcomes = []
     caller = caller_for(target, plan) if any(waiver is None for _, waiver in asked) else None
+    if getattr(caller, "interpreted", False) and not target.slow:
+        target = replace(target, interpreted=INTERPRETED)
     module = fingerprint(target, caller) if caller is not None else {}
     unloadable = getattr(caller, "load_error", None)
     deadline = time.monotonic() + plan.per_target if plan.per_target else None

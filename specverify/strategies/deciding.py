@@ -10,6 +10,8 @@ the last), each with its index, so a line stays within a width a person reads.
 """
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 
 from specverify.stage import Example
@@ -18,6 +20,7 @@ PER_TOKEN = ("target_probs", "draft_probs")   # [T, V] (flat, by cu_num_draft_to
 PER_REQUEST = ("inv_q",)                      # [B, V]: the request's exponential noise
 SHORT_ROW = 8                                 # values of a row shown whole
 MOST_ROWS = 6                                 # rows of one table shown per request
+WIDTH = 110                                   # characters of a line, longer ones wrapped
 
 
 def number(value) -> str:
@@ -31,7 +34,7 @@ def row_text(values: np.ndarray, drafted: int | None = None) -> str:
     if len(values) <= SHORT_ROW:
         return "[" + ", ".join(number(v) for v in values) + "]"
     finite = np.isfinite(values)
-    picked = {0: "", 1: "", len(values) - 1: ""}
+    picked = {0: "", len(values) - 1: ""}
     if finite.any():
         picked[int(np.flatnonzero(finite)[np.argmax(values[finite])])] = " (max)"
     for i in np.flatnonzero(~finite)[:2]:
@@ -44,7 +47,7 @@ def row_text(values: np.ndarray, drafted: int | None = None) -> str:
             parts.append("...")
         parts.append(f"{i}: {number(values[i])}{picked[i]}")
         last = i
-    return f"[{', '.join(parts)}{', ...' if last < len(values) - 1 else ''}] ({len(values)} values)"
+    return f"({len(values)} values) [{', '.join(parts)}]"
 
 
 def requests(x: dict) -> int:
@@ -102,4 +105,5 @@ def rejection_rows(example: Example, at: tuple[str, tuple[int, ...]] | None) -> 
     for name in PER_REQUEST:
         if isinstance(x.get(name), np.ndarray) and shown < len(x[name]):
             lines.append(f"  {name}[{shown}] = {row_text(x[name][shown])}")
-    return request, lines
+    return request, [part for line in lines for part in textwrap.wrap(line, WIDTH, subsequent_indent=" " * 6,
+                                                                        break_on_hyphens=False)]
