@@ -55,7 +55,6 @@ class Level:
         return f"{self.name}: {self.state}{detail}{waived}{why}"
 
 
-
 @dataclass
 class Verdict:
     stage: str

@@ -41,7 +41,8 @@ MAX_DETAIL = 4000             # characters of a failure's report shown on the pa
 CATEGORIES = {"conforms": "conforms", "domain": "conforms within its declared domain",
               "contract": "fails the contract", "robustness": "fails robustness",
               "property": "fails a device property", "crashed": "crashed", "timeout": "timed out",
-              "incomplete": "incomplete", "unchecked": "not checked", "absent": "not implemented", "missing": "not in this report"}
+              "incomplete": "incomplete", "unchecked": "not checked", "absent": "not implemented",
+              "missing": "not in this report"}
 CRASH_KINDS = ("signal", "exit", "lost")
 FAILED_STATES = ("FAILS", "failed as expected")
 

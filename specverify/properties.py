@@ -11,13 +11,15 @@
 - `stream-order`: the call made with a fresh non-default stream current, its outputs read back on that
   stream alone (no device synchronization), gives the bytes the contract requires: an implementation that
   does its work on another stream without ordering it before the caller's fails ("the outputs were not
-  ready on the caller's stream");
+  ready on the caller's stream"), where the same input gives the contract's bytes on the default stream;
+  a call wrong there too is a wrong answer, reported as such;
 - `cross-device`: the same drawn case called on every visible device leaves identical bytes (the whole
   arena: outputs, poison and guards) and returns the same value; asked where two or more devices are
   visible (`device_count`); a sharded run keeps it in the driver, which sees every device.
-Each draws a tenth of the valid tier's examples (at least 3), the same inputs as that tier's start. An
-isolated target's property checks each run in a fresh worker (`fresh_caller`): nothing an earlier call of
-the target did in its process carries over. In any process, every measured call comes after the same
+Each draws a tenth of the valid tier's examples (at least 3), the same inputs as that tier's start, within
+the target's declared domain (the search's `tier_strategy`, as every check draws). An isolated target's
+property checks each run in a fresh worker (`fresh_caller`): nothing an earlier call of the target did in
+its process carries over. In any process, every measured call comes after the same
 warm-up (the backend's warm-up once per device, `calls.warm_backend`; then `device.warm_up` in every probe
 of these checks), so a check's verdict does not depend on what ran before it. The measurements are
 `specverify.device`'s.

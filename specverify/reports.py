@@ -22,8 +22,9 @@ from specverify.report import incomplete_counts, replay_line
 
 FORMAT = "specverify-report/2"
 TOTAL_WORDS = {"checks": "checks", "passed": "passed", "failed": "failed", "error": "broke", "xfailed":
-               "failed as expected", "waived": "not launched (waived)", "skipped": "skipped", "incomplete": "incomplete (time ran out)", "examples":
-               "examples drawn", "corpus_cases": "corpus cases replayed", "stale_waivers": "stale waiver(s)",
+               "failed as expected", "waived": "not launched (waived)", "skipped": "skipped",
+               "incomplete": "incomplete (time ran out)", "examples": "examples drawn",
+               "corpus_cases": "corpus cases replayed", "stale_waivers": "stale waiver(s)",
                "unneeded_waivers": "waiver(s) no longer needed"}
 STATE_WORDS = {"expected": "used: failed as expected", "skipped": "used: kept a check from launching",
                "passed": "NO LONGER NEEDED: what it covers passed", "stale": "STALE: matches nothing",
