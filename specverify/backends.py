@@ -50,6 +50,9 @@ class Target:
     impl: Callable[..., Any] | None = field(default=None, compare=False)  # given directly (tests)
     dialect: str = ""                             # the rule dialect it is judged by ("": the record's rule)
     domain: object = field(default=None, compare=False)   # its declared domain (specverify.domain.Domain)
+    # why an outside implementation's kernels run in Triton's interpreter ("" where they do not): it is
+    # drawn the interpreter's small shapes, as our Triton backend on the CPU is (`slow`)
+    interpreted: str = field(default="", compare=False)
 
     @property
     def label(self) -> str:
@@ -57,7 +60,7 @@ class Target:
 
     @property
     def slow(self) -> bool:
-        return self.backend.slow_on_cpu and self.device == "cpu"
+        return self.backend.slow_on_cpu and self.device == "cpu" or bool(self.interpreted)
 
     def load(self) -> Callable[..., Any]:
         return self.impl if self.impl is not None else load(self.source)

@@ -19,8 +19,9 @@ from specverify.profiles import Profile
 
 # Outcome.status: "passed"; "failed"; "error" (the suite itself broke); "skipped" (not run, with the
 # reason); "xfailed" (failed, and every failure is covered by an expect-fail waiver); "waived" (never
-# launched: a skip waiver).
-STATUSES = ("passed", "failed", "error", "skipped", "xfailed", "waived")
+# launched: a skip waiver); "incomplete" (the target's time ran out before the planned examples were drawn,
+# and every one that ran passed).
+STATUSES = ("passed", "failed", "error", "skipped", "xfailed", "waived", "incomplete")
 
 
 @dataclass
@@ -67,6 +68,7 @@ class Outcome:
     domain_summary: str = ""           # the same without reasons, on one line ("" for the whole contract)
     outside: list[dict] = field(default_factory=list)  # valid check: information draws outside each restriction
     rules: list[dict] = field(default_factory=list)    # valid check: a failing outside kernel under each dialect
+    failing: object = field(default=None, repr=False, compare=False)  # a search's shrunk failing Example (no report)
 
     @property
     def case_ids(self) -> list[str]:
@@ -126,19 +128,26 @@ def default_checks(target: Target) -> list[Check]:
 
 def tier_check(tier: str, doc: str, order: int, applies: Callable[[Target], str | None]) -> Check:
     def run(target: Target, ctx: Context) -> Outcome:
+        """The tier's search; after the valid tier's, the information draws (`specverify.outside`), which
+        keep a share of the target's time: outside each declared restriction, and under each dialect of
+        the record where an outside implementation that declared none fails."""
+        from specverify import outside
         from specverify.search import search, verify_tier
 
-        outcome = search(target, tier, tier, ctx.profile.count(tier, ctx.examples), verify_tier, ctx)
-        if tier == "valid" and target.domain is not None and target.domain.restrictions:
-            from specverify import outside
-
-            outcome.outside = outside.explore(target, ctx)
+        restricted = tier == "valid" and target.domain is not None and bool(target.domain.restrictions)
+        rules = tier == "valid" and not target.backend.trusted and not target.dialect and bool(target.stage.dialects)
+        searched = outside.reserving(ctx) if restricted or rules else ctx
+        outcome = search(target, tier, tier, ctx.profile.count(tier, ctx.examples), verify_tier, searched)
+        failing, outcome.failing = outcome.failing, None
+        if target.interpreted and tier == "valid":
+            outcome.notes.append(f"drawn at the Triton interpreter's sizes, as our Triton kernels on the CPU are: "
+                                 f"{target.interpreted}")
+        rules = rules and outcome.status == "failed"
+        if restricted:
+            outcome.outside = outside.explore(target, ctx, later=int(rules))
             outcome.notes += outside.notes(outcome.outside)
-        if tier == "valid" and outcome.status == "failed" and not target.backend.trusted and not target.dialect \
-                and target.stage.dialects:
-            from specverify import outside
-
-            outcome.rules = outside.other_rules(target, ctx)
+        if rules:
+            outcome.rules = outside.other_rules(target, ctx, failing)
             outcome.notes += outside.rule_notes(outcome.rules)
         return outcome
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specverify.materialize import GUARD, GUARD_B, Slot
+from specverify.materialize import GUARD, GUARD_B, POISON_A, Slot
 
 KINDS = ("wrong value", "missing write", "stray write", "write into a gap")
 
@@ -20,6 +20,7 @@ class Difference:
     actual: str = ""
     counts: dict[str, int] = field(default_factory=dict)
     text: str = ""      # a whole message instead of expected/actual (guards, buffers)
+    index: tuple[int, ...] | None = None   # the element's position in the view (None: in a gap or a guard)
 
     def line(self) -> str:
         if self.text:
@@ -44,6 +45,39 @@ def show(value: np.ndarray) -> str:
 
 def raw_hex(value: np.ndarray) -> str:
     return "0x" + np.asarray(value).reshape(1).view(np.uint8).tobytes()[::-1].hex()
+
+
+def poisoned(values: np.ndarray) -> np.ndarray:
+    """Per element of an output: does it still hold the harness's poison (every byte POISON_A)?"""
+    values = np.asarray(values)
+    if not values.size:
+        return np.zeros(values.shape, bool)
+    raw = np.ascontiguousarray(values).reshape(-1).view(np.uint8).reshape(values.size, values.dtype.itemsize)
+    return (raw == POISON_A).all(axis=1).reshape(values.shape)
+
+
+def poison_text(value: np.ndarray) -> str:
+    """The poison as a report prints it: "0xA5A5A5A5 (poison: never written)"."""
+    return f"0x{raw_hex(value)[2:].upper()} (poison: never written)"
+
+
+def output_value(value) -> str:
+    """One element of an output, as a report prints it: its value (`show`), or the poison, named as such."""
+    value = np.asarray(value).reshape(1)
+    return poison_text(value) if poisoned(value)[0] else show(value)
+
+
+def output_values(values, limit: int = 12) -> str:
+    """Elements of an output as a list a person reads: "[3, 5, poison, poison] (poison: 0xA5A5A5A5, never
+    written)"; at most `limit` of them."""
+    values = np.asarray(values).reshape(-1)
+    marks = poisoned(values)
+    cells = ["poison" if m else str(v.item()) if values.dtype.kind in "iub" else str(v)
+             for v, m in zip(values[:limit], marks[:limit])]
+    text = "[" + ", ".join(cells) + (", ...]" if len(values) > limit else "]")
+    if not marks[:limit].any():
+        return text
+    return f"{text} (poison: {poison_text(values[int(np.argmax(marks))]).split(' ')[0]}, never written)"
 
 
 def element(array: np.ndarray, index: tuple[int, ...]) -> np.ndarray:
@@ -106,20 +140,22 @@ def compare_output(slot: Slot, expected: np.ndarray, actual: np.ndarray, defined
     kinds[differs & ~in_view] = "write into a gap"
     counts = {k: int((kinds == k).sum()) for k in KINDS}
     first = tuple(int(i) for i in np.argwhere(differs)[0])
-    if in_view[first]:
-        where = "[" + ", ".join(map(str, layout.view_position(first))) + "]"
+    index = tuple(int(i) for i in layout.view_position(first)) if in_view[first] else None
+    if index is not None:
+        where = "[" + ", ".join(map(str, index)) + "]"
     else:
         where = f" storage gap at base [{', '.join(map(str, first))}]"
 
     def shown(value) -> str:
         raw = np.asarray(value).tobytes()
         if raw == element(poison, first).tobytes():
-            return f"untouched (poison {raw_hex(value)})"
+            return poison_text(value)
         if raw in (bytes([GUARD]) * len(raw), bytes([GUARD_B]) * len(raw)):
             return f"an input's guard bytes ({raw_hex(value)}): read outside an input?"
         return show(value)
 
-    return Difference(slot.name, where, kinds[first], shown(element(exp, first)), shown(element(act, first)), counts)
+    return Difference(slot.name, where, kinds[first], shown(element(exp, first)), shown(element(act, first)), counts,
+                      index=index)
 
 
 def compare_untouched(slot: Slot, actual: np.ndarray, writable: np.ndarray, before: np.ndarray) -> Difference | None:
@@ -134,12 +170,14 @@ def compare_untouched(slot: Slot, actual: np.ndarray, writable: np.ndarray, befo
         return None
     in_view = slot.layout.view_mask(slot.shape)
     first = tuple(int(i) for i in np.argwhere(stray)[0])
-    if in_view[first]:
-        where, kind = "[" + ", ".join(map(str, slot.layout.view_position(first))) + "]", "stray write"
+    index = tuple(int(i) for i in slot.layout.view_position(first)) if in_view[first] else None
+    if index is not None:
+        where, kind = "[" + ", ".join(map(str, index)) + "]", "stray write"
     else:
         where, kind = f" storage gap at base [{', '.join(map(str, first))}]", "write into a gap"
-    return Difference(slot.name, where, kind, f"untouched (poison {raw_hex(element(poison, first))})", show(element(act, first)),
-                      {"stray write": int((stray & in_view).sum()), "write into a gap": int((stray & ~in_view).sum())})
+    return Difference(slot.name, where, kind, poison_text(element(poison, first)), show(element(act, first)),
+                      {"stray write": int((stray & in_view).sum()), "write into a gap": int((stray & ~in_view).sum())},
+                      index=index)
 
 
 def input_difference(slot: Slot, before: np.ndarray, after: np.ndarray) -> str | None:

@@ -5,11 +5,14 @@ A target's checks are read as levels: the `contract` (the valid tier: byte ident
 (the invalid tier: a clear refusal). Corpus cases count at the level of the tier they were drawn from.
 Checks that are not tiers (GPU properties, when registered) are levels of their own name. Each level is
 in one state: "passes", "FAILS", "failed as expected" (an expect-fail waiver), "not launched" (a skip
-waiver), "not asked" (the check does not apply, with why), "not run" (not selected, or the time limit),
-"broke" (the suite itself failed).
+waiver), "not asked" (the check does not apply, with why), "not run" (not selected), "incomplete" (the
+target's time ran out before the planned examples were drawn; every one that ran passed), "broke" (the
+suite itself failed). A target with an incomplete level and no failure is "incomplete (N of M examples, all
+passed)", never "does not conform".
 
 Exit status: 1 when a failure or an error no waiver covers remains, or a waiver is no longer needed
-("passed"); 3 when nothing was checked; 0 otherwise.
+("passed"); 3 when nothing was checked; 4 when every check that ran passed but some target's time ran
+out (incomplete); 0 otherwise.
 """
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ from dataclasses import dataclass, field
 from specverify import dialects, registry
 from specverify.backends import BACKENDS, Target
 from specverify.checks import CHECKS, Outcome
-from specverify.options import FAILED, NOTHING_CHECKED, PASSED
+from specverify.options import FAILED, INCOMPLETE, NOTHING_CHECKED, PASSED
+from specverify.report import incomplete_counts
 
 LEVELS = {"valid": "contract", "hazard": "robustness", "invalid": "arguments"}
 FAILING = ("FAILS", "broke")
@@ -32,18 +36,22 @@ class Level:
     state: str
     examples: int = 0              # drawn by the search
     cases: int = 0                 # corpus cases of this tier replayed
-    headline: str = ""             # the first failure (or why not asked / not run)
+    headline: str = ""             # the first failure (or why not asked / not run / incomplete)
     case_ids: list[str] = field(default_factory=list)
     waivers: list[str] = field(default_factory=list)
+    planned: int = 0               # examples the search was to draw
 
     def text(self) -> str:
         """One phrase: the state, what ran, and the first failure (why a level was not asked is
         `headline`, left out here: it is the same for many targets)."""
+        if self.state == "incomplete":
+            return f"{self.name}: incomplete ({incomplete_counts(self.examples, self.planned)})"
         ran = [f"{self.cases} corpus case{'s' * (self.cases != 1)}"] if self.cases else []
         ran += [f"{self.examples} example{'s' * (self.examples != 1)}"] if self.examples else []
         detail = f" ({', '.join(ran)})" if ran and self.state in ("passes", "FAILS") else ""
         waived = f" [{'; '.join(self.waivers)}]" if self.waivers else ""
-        why = f": {self.headline}" if self.headline and self.state not in ("passes", "not asked") else ""
+        why = self.headline.removeprefix(f"{self.state}: ")      # "not run: not run: ..." says it once
+        why = f": {why}" if why and self.state not in ("passes", "not asked") else ""
         return f"{self.name}: {self.state}{detail}{waived}{why}"
 
 
@@ -63,13 +71,28 @@ class Verdict:
 
     @property
     def follows(self) -> list[str]:
-        """Dialects whose draws all passed where the record's rule failed."""
-        return [r["dialect"] for r in self.rules if r["judged"] and not r["failed"]]
+        """Dialects under which the failing case and every draw passed where the record's rule failed."""
+        from specverify import outside
+
+        return [r["dialect"] for r in self.rules if outside.follows(r)]
 
     @property
     def unneeded(self) -> list[str]:
-        """Restrictions whose excluded draws were judged and all passed."""
-        return [r["restriction"] for r in self.outside if r["judged"] and not r["failed"]]
+        """Restrictions whose excluded draws, as many as the valid tier's examples, passed every check they
+        matter to."""
+        from specverify import outside
+
+        return [r["restriction"] for r in self.outside if outside.unneeded(r)]
+
+    @property
+    def incomplete(self) -> str:
+        """"" when every level that ran finished, else "incomplete (N of M examples, all passed)": the
+        examples run and planned over every level that draws."""
+        if not any(lv.state == "incomplete" for lv in self.levels):
+            return ""
+        drawn = [lv for lv in self.levels if lv.state in ("passes", "incomplete") and lv.planned]
+        ran, planned = sum(lv.examples for lv in drawn), sum(lv.planned for lv in drawn)
+        return f"incomplete ({ran} of {planned} examples, all passed)"
 
     @property
     def summary(self) -> str:
@@ -80,11 +103,16 @@ class Verdict:
         if contract in ("not launched", "not run", "not asked", None):
             return "not checked"
         failing = [lv.name for lv in self.levels if lv.state == "FAILS"]
+        if failing and contract == "incomplete":
+            return f"fails {', '.join(failing)}; the contract is incomplete"
         if failing:
-            return f"conforms to the contract; fails {', '.join(failing)}"
+            return f"conforms to the contract; fails {', '.join(failing)}" + \
+                (f"; {self.incomplete}" if self.incomplete else "")
         waived = [lv.name for lv in self.levels if lv.state in ("failed as expected", "not launched")]
         if contract == "failed as expected":
             return "does not conform (waived)"
+        if self.incomplete:
+            return self.incomplete
         if waived:
             return f"conforms (waived: {', '.join(waived)})"
         return f"conforms within its declared domain: {self.domain_summary}" if self.domain_summary else "conforms"
@@ -94,8 +122,8 @@ class Verdict:
         within = f" Checked within its declared domain: {self.domain_summary}." \
             if self.domain_summary and "declared domain" not in self.summary else ""
         unneeded = f" Not needed, its excluded draws pass: {'; '.join(self.unneeded)}." if self.unneeded else ""
-        follows = f" Its draws pass under dialect {', '.join(self.follows)}: it may follow that rule." \
-            if self.follows else ""
+        follows = f" Its failing case and draws pass under dialect {', '.join(self.follows)}: it may follow " \
+            "that rule." if self.follows else ""
         return f"{self.stage} ({self.source} on {self.device}){under}: {self.summary}.{within}{unneeded}{follows} " + \
             "; ".join(lv.text() for lv in self.levels if lv.state != "not asked")
 
@@ -136,6 +164,7 @@ def level_of(outcomes: list[Outcome], check: str, target: Target) -> Level:
     replays = [r for r in corpus.replays if r.tier == check] if corpus is not None else []
     level.cases = sum(r.status != "waived" for r in replays)
     level.examples = search.examples if search is not None else 0
+    level.planned = search.planned if search is not None else 0
     failing = [(r.headline, r.case_id) for r in replays if r.status == "failed"]
     expected = [(r.headline, r.case_id, r.waiver) for r in replays if r.status == "xfailed"]
     if search is not None and search.status == "failed":
@@ -156,6 +185,8 @@ def level_of(outcomes: list[Outcome], check: str, target: Target) -> Level:
         level.state, level.waivers = "not launched", [search.waiver]
     elif search is not None and search.status == "skipped":
         level.headline = search.headline
+    elif search is not None and search.status == "incomplete":
+        level.state, level.headline = "incomplete", fmt(search.headline)
     elif search is not None or level.cases:
         level.state = "passes"
     else:
@@ -206,10 +237,13 @@ class Run:
 
 
 def exit_status(outcomes: list[Outcome], waivers=None) -> int:
+    """FAILED wins over everything; then NOTHING_CHECKED, then INCOMPLETE (see the module's docstring)."""
     if any(o.status in ("failed", "error") for o in outcomes):
         return FAILED
     if waivers is not None and waivers.by_state("passed"):
         return FAILED
-    if not any(o.status in ("passed", "xfailed") for o in outcomes):
+    if not any(o.status in ("passed", "xfailed") or o.status == "incomplete" and o.examples for o in outcomes):
         return NOTHING_CHECKED
+    if any(o.status == "incomplete" for o in outcomes):
+        return INCOMPLETE
     return PASSED

@@ -53,7 +53,8 @@ ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.m
 FIELD_KEYS = {"layout", "dtypes", "given", "reason"}
 SCALAR_DTYPES = {"int", "float", "bool"}   # Python scalars: their type is no dtype a domain may narrow
 TOP_KEYS = {"fields", "bounds", "excludes"}
-DECLARATION_KEYS = ("impl", "domain", "dialect", "validates")
+DECLARATION_KEYS = ("impl", "domain", "dialect", "validates", "interpreted")
+DECLARED_INTERPRETED = "its declaration says its kernels run in Triton's interpreter"
 MAX_DECLARATION = 1 << 16     # bytes of a --declare file
 LARGEST = 1 << 64             # no value in a bound's expression may pass this (a declaration cannot stall the judge)
 
@@ -423,13 +424,17 @@ def evaluate(prefix: str, text: str, expression: str) -> float:
 
 
 def declared(target: Target, entry: dict, where: str) -> Target:
-    """`target` with the declaration `entry` ({"domain", "dialect", "validates"}; "impl" is read by the
-    caller) applied: its Domain (None when it declares neither a domain nor validation) and dialect."""
+    """`target` with the declaration `entry` ({"domain", "dialect", "validates", "interpreted"}; "impl" is
+    read by the caller) applied: its Domain (None when it declares neither a domain nor validation), its
+    dialect, and `interpreted = true` (its kernels run in Triton's interpreter: it is drawn small shapes)."""
     unknown = sorted(set(entry) - set(DECLARATION_KEYS))
     if unknown:
         raise DomainError(f"{where}: {target.stage.name}: unknown key {unknown[0]!r} "
                           f"(known: {', '.join(DECLARATION_KEYS)}){did_you_mean(unknown[0], DECLARATION_KEYS)}")
     dialect, validates = entry.get("dialect", ""), entry.get("validates", False)
+    interpreted = entry.get("interpreted", False)
+    if not isinstance(interpreted, bool):
+        raise DomainError(f"{where}: {target.stage.name}: interpreted must be true or false")
     if not isinstance(dialect, str):
         raise DomainError(f"{where}: {target.stage.name}: dialect must be a name")
     if not isinstance(validates, bool):
@@ -444,7 +449,8 @@ def declared(target: Target, entry: dict, where: str) -> Target:
         if dialects.problem(record, dialect):
             raise DomainError(f"{where}: {dialects.problem(record, dialect)}")
         record = dialects.judged(record, dialect)
-    return replace(target, stage=record, dialect=dialect, domain=None if empty else domain)
+    return replace(target, stage=record, dialect=dialect, domain=None if empty else domain,
+                   interpreted=DECLARED_INTERPRETED if interpreted else target.interpreted)
 
 
 def load(path: Path) -> dict:

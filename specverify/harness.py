@@ -8,6 +8,7 @@ inputs (an out-of-bounds read, found by running again with another guard pattern
 """
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -42,11 +43,24 @@ def clock(phase: str) -> Iterator[None]:
 
 
 class Failure(AssertionError):
-    """An implementation broke the stage's contract on one example."""
+    """An implementation broke the stage's contract on one example. `at`: the first output element it got
+    wrong (field, index in the view), where known: the failure report shows the inputs that decide it."""
 
-    def __init__(self, headline: str, detail: str = "", kind: str = "wrong"):
+    def __init__(self, headline: str, detail: str = "", kind: str = "wrong",
+                 at: tuple[str, tuple[int, ...]] | None = None):
         super().__init__(headline)
-        self.headline, self.detail, self.kind = headline, detail, kind
+        self.headline, self.detail, self.kind, self.at = headline, detail, kind, at
+
+
+ELEMENT = re.compile(r"^(\w+)\[(\d+(?:, *\d+)*)\]")   # "output_token_ids[2, 0]..." at the start of a message
+
+
+def element_named(message: str, outputs: list[str]) -> tuple[str, tuple[int, ...]] | None:
+    """The output element a hazard invariant's message starts with ("output_token_ids[2]: ..."), if any."""
+    found = ELEMENT.match(message)
+    if found is None or found.group(1) not in outputs:
+        return None
+    return found.group(1), tuple(int(i) for i in found.group(2).split(","))
 
 
 class OracleError(Exception):
@@ -142,28 +156,31 @@ def _judge(stage: Stage, example: Example, expected: Expected, result: Result, l
     if stage.host:
         where = first_value_difference(expected.returned, result.returned, "result")
         return Failure(f"{label}: {where}") if where else None
-    plan, lines = expected.plan, []
+    plan, lines, at = expected.plan, [], None
     outputs = [s for s in plan.slots.values() if s.role != "input"]
     if example.tier == "hazard":
         broken = stage.invariants(example, output_views(plan, result.arena)) if stage.invariants else []
         if broken:
-            return Failure(f"{label}, hazard tier: " + "; ".join(broken))
+            return Failure(f"{label}, hazard tier: " + "; ".join(broken),
+                           at=element_named(broken[0], [s.name for s in outputs]))
         for slot in outputs:
             diff = compare_untouched(slot, result.arena, hazard_writable(slot, expected.defined[slot.name]),
                                      expected.before)
             if diff is not None:
                 lines.append(diff.line())
+                at = at or ((slot.name, diff.index) if diff.index is not None else None)
     else:
         for slot in outputs:
             diff = compare_output(slot, expected.after, result.arena, expected.defined[slot.name], expected.before)
             if diff is not None:
                 lines.append(diff.line())
+                at = at or ((slot.name, diff.index) if diff.index is not None else None)
     if not lines:
         return None
     if result.returned is not None:
         lines.append(f"hint: it returned a {type(result.returned).__name__} instead of None: a buffer stage "
                      "writes its outputs into the buffers it is given (destination passing)")
-    return Failure(f"{label}: {lines[0]}", "\n".join(lines[1:]))
+    return Failure(f"{label}: {lines[0]}", "\n".join(lines[1:]), at=at)
 
 
 def guard_bytes(plan: Plan, names: list[str]) -> np.ndarray:

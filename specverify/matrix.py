@@ -14,6 +14,7 @@ order. A cell is one category:
 - `contract` (fails the contract: the valid tier), `robustness` (fails the hazard tier), `property`
   (fails another level: no-sync, launches, graph-replay, stream-order, cross-device),
 - `crashed` (a failure of kind signal, exit or lost), `timeout` (of kind timeout),
+- `incomplete` (nothing failed, but the target's time ran out before a level's examples were done),
 - `unchecked` (the contract was not run, was skipped by a waiver, or the suite broke),
 - `absent` (the vendor does not implement the stage), `missing` (the report does not cover it).
 
@@ -44,7 +45,8 @@ MAX_DETAIL = 4000             # characters of a failure's report shown on the pa
 CATEGORIES = {"conforms": "conforms", "domain": "conforms within its declared domain",
               "contract": "fails the contract", "robustness": "fails robustness",
               "property": "fails a device property", "crashed": "crashed", "timeout": "timed out",
-              "unchecked": "not checked", "absent": "not implemented", "missing": "not in this report"}
+              "incomplete": "incomplete", "unchecked": "not checked", "absent": "not implemented",
+              "missing": "not in this report"}
 CRASH_KINDS = ("signal", "exit", "lost")
 FAILED_STATES = ("FAILS", "failed as expected")
 
@@ -327,6 +329,7 @@ def cell_of(verdict: dict, outcomes: list[dict]) -> Cell:
     broke = next((lv for lv in verdict["levels"] if lv["state"] == "broke"), None)
     crashed = [lv for lv in failed if kinds.get(lv["check"]) in CRASH_KINDS]
     timed_out = [lv for lv in failed if kinds.get(lv["check"]) == "timeout"]
+    incomplete = [lv for lv in verdict["levels"] if lv["state"] == "incomplete"]
     first = lambda found: f"{found[0]['name']}: {found[0]['headline']}"  # noqa: E731
     if broke is not None:
         cell.category, cell.detail = "unchecked", f"the suite broke ({broke['name']}): {broke['headline']}"
@@ -334,12 +337,14 @@ def cell_of(verdict: dict, outcomes: list[dict]) -> Cell:
         cell.category, cell.detail = ("crashed", first(crashed)) if crashed else ("timeout", first(timed_out))
     elif contract["state"] in FAILED_STATES:
         cell.category, cell.detail = "contract", contract["headline"]
-    elif contract["state"] != "passes":
+    elif contract["state"] not in ("passes", "incomplete"):
         cell.category, cell.detail = "unchecked", f"contract {contract['state']}"
     elif failed:
         robustness = [lv for lv in failed if lv["name"] == "robustness"]
         cell.category = "robustness" if robustness else "property"
         cell.detail = robustness[0]["headline"] if robustness else first(failed)
+    elif incomplete:
+        cell.category, cell.detail = "incomplete", "; ".join(f"{lv['name']}: {lv['headline']}" for lv in incomplete)
     elif cell.domain:
         cell.category = "domain"
     return cell

@@ -49,7 +49,8 @@ td.cell ul { margin: 3px 0 0 16px; padding: 0; font-size: 12px; }
 .contract { background: #fee2e2; color: #7f1d1d; } .robustness { background: #ffedd5; color: #7c2d12; }
 .property { background: #fef9c3; color: #713f12; } .crashed { background: #fecdd3; color: #881337;
     border-left: 5px solid #be123c !important; }
-.timeout { background: #ede9fe; color: #4c1d95; } .unchecked { background: #f1f5f9; color: #334155; }
+.timeout { background: #ede9fe; color: #4c1d95; } .incomplete { background: #e0e7ff; color: #312e81; }
+.unchecked { background: #f1f5f9; color: #334155; }
 .absent, .missing { background: #fff; color: #6b7280; }
 ul.legend { list-style: none; padding: 0; display: flex; flex-wrap: wrap; gap: 6px; margin: 0 0 16px; }
 ul.legend li { padding: 3px 8px; border: 1px solid #c9ccd1; font-size: 12px; }
@@ -69,7 +70,9 @@ MEANINGS = {"conforms": "every level asked passes", "domain": "passes, on the do
             "robustness": "the hazard tier: pathological input breaks an invariant",
             "property": "no-sync, launches, graph-replay, stream-order or cross-device",
             "crashed": "the process died (a signal, an exit, a broken answer)",
-            "timeout": "a call ran past its time limit", "unchecked": "the contract was not run",
+            "timeout": "a call ran past its time limit",
+            "incomplete": "every example that ran passed, but the target's time ran out before all were drawn",
+            "unchecked": "the contract was not run",
             "absent": "the vendor does not implement this stage", "missing": "this report has no verdict for it"}
 
 

@@ -278,10 +278,10 @@ def run_check(command: list[str], folder: Path, deadline: float | None, extra_en
 
 
 def first_failure(report: dict) -> dict | None:
-    """The first outcome of a check report that failed or broke (xfailed ones are the waivers' business)."""
+    """The first outcome of a check report that failed, broke or ran out of the target's time (xfailed ones
+    are the waivers' business)."""
     for outcome in report.get("outcomes", []):
-        if outcome.get("status") in ("failed", "error") or (outcome.get("status") == "skipped"
-                                                            and "time limit" in str(outcome.get("headline"))):
+        if outcome.get("status") in ("failed", "error", "incomplete"):
             return outcome
     return None
 
@@ -299,7 +299,7 @@ def judge(finished: Finished, deadline: float | None) -> tuple[str, dict | None,
     if failing is None:
         return "survived", None, ""
     kind, headline, status = failing.get("kind", ""), str(failing.get("headline", "")), failing.get("status")
-    if status == "skipped" or kind == "timeout":
+    if status == "incomplete" or kind == "timeout":
         return "timed out", failing, headline
     if status == "error":
         return "error", failing, headline

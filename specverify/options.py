@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-PASSED, FAILED, USAGE, NOTHING_CHECKED = 0, 1, 2, 3   # exit statuses (specverify.cli's docstring says when)
+PASSED, FAILED, USAGE, NOTHING_CHECKED, INCOMPLETE = 0, 1, 2, 3, 4   # exit statuses (specverify.cli's docstring)
 MAX_SECONDS = 7 * 24 * 3600.0   # the longest time limit taken (a week): larger values overflow timers
 PYTEST_PREFIX = "--specverify-"
 

@@ -73,5 +73,21 @@ def seed_for(run_seed: int, stage: str, tier: str) -> int:
     return int.from_bytes(digest[:8], "little")
 
 
+def keep_draws_to_the_seed() -> None:
+    """Hypothesis (6.131 and later) also draws literal constants it finds in the source of every module loaded
+    in the process that is not installed in site-packages: the draws then depend on which modules happen to be
+    loaded (the command line and pytest load different ones, a vendor's kernels add theirs) and on where
+    specverify is installed. A run's draws must depend on its seed, stage and tier only, so that pool stays
+    empty here (Hypothesis's own constants remain)."""
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - a Hypothesis without the provider module
+        return
+    if hasattr(providers, "_get_local_constants"):
+        empty = providers.Constants()
+        providers._get_local_constants = lambda: empty
+
+
+keep_draws_to_the_seed()
 for _profile in PROFILES.values():  # also usable as `pytest --hypothesis-profile NAME`
     settings.register_profile(_profile.name, _profile.hypothesis_settings(_profile.examples["valid"]))

@@ -45,8 +45,11 @@ def failure_report(target, example: Example, exc: BaseException, command: str | 
     strided = layouts_text(target.stage, example)
     if strided:
         lines.append(f"  strides (elements): {strided}")
+    request, deciding = target.stage.deciding(example, getattr(exc, "at", None)) if target.stage.deciding \
+        else (None, [])
     lines.append("  inputs:")
-    lines += ["    " + line for line in inputs_table(target.stage, example).rstrip().splitlines()]
+    lines += ["    " + line for line in inputs_table(target.stage, example, focus=request).rstrip().splitlines()]
+    lines += ["    " + line for line in deciding]
     lines += [f"  note: {note}" for note in notes]
     if command:
         lines.append(f"  replay: {command}")
@@ -66,8 +69,12 @@ def layouts_text(stage: Stage, example: Example) -> str:
     return "; ".join(parts)
 
 
-def inputs_table(stage: Stage, example: Example, width: int = 110) -> str:
-    """The semantic inputs as a small table (the stage's row view, or one line per field)."""
+def inputs_table(stage: Stage, example: Example, width: int = 110, focus: int | None = None) -> str:
+    """The semantic inputs as a small table (the stage's row view, or one line per field), then the sizes
+    (shape symbols: B, T, V, ...) and scalars. `focus`: a row of the row view (the failing request) shown
+    even where it lies past the first rows."""
+    from specverify.domain import symbol_values
+
     if stage.rows is not None:
         headers, rows = stage.rows(example)
     else:
@@ -75,15 +82,20 @@ def inputs_table(stage: Stage, example: Example, width: int = 110) -> str:
         rows = [[k, describe_value(v)] for k, v in example.inputs.items()]
     table = Table(*headers, box=None, pad_edge=False, show_edge=False)
     limit = 12
-    for row in rows[:limit]:
+    shown = rows[:limit] + ([rows[focus]] if focus is not None and limit <= focus < len(rows) else [])
+    for i, row in enumerate(shown):
+        if i == limit:
+            table.add_row(*[Text("...")] * len(headers))
         table.add_row(*[Text(str(x)) for x in row])   # Text: "[0.5]" is a value, not rich markup
     out = io.StringIO()
     Console(file=out, width=width, color_system=None, soft_wrap=False, emoji=False).print(table)
-    more = f"  ... {len(rows) - limit} more rows\n" if len(rows) > limit else ""
+    more = f"  ... {len(rows) - len(shown)} more rows\n" if len(rows) > len(shown) else ""
     none = "(no rows: an empty batch)\n" if not rows else ""
+    sizes = [f"{k} = {v}" for k, v in symbol_values(stage, example).items()]
     scalars = [f"{k} = {v!r}" for k, v in example.inputs.items()
                if stage.rows is not None and not isinstance(v, (np.ndarray, list, type(None)))]
-    return out.getvalue() + none + more + ("; ".join(scalars) + "\n" if scalars else "")
+    return out.getvalue() + none + more + ("sizes: " + ", ".join(sizes) + "\n" if sizes else "") + \
+        ("; ".join(scalars) + "\n" if scalars else "")
 
 
 def describe_value(value: Any, limit: int = 16) -> str:
@@ -124,10 +136,17 @@ STATUS_TEXT = {"passed": "passed", "failed": "[red]FAILED[/red]", "error": "[red
                "xfailed": "failed as expected", "waived": "not launched (waiver)"}
 
 
+def incomplete_counts(examples: int, planned: int) -> str:
+    """What an incomplete check ran: "44 of 100 examples, all passed" ("0 of 25 examples: not started")."""
+    return f"{examples} of {planned} example{'s' * (planned != 1)}" + \
+        (", all passed" if examples else ": not started")
+
+
 def summary_table(outcomes: list) -> Table:
     table = Table("stage", "backend", "device", "check", "examples", "result", "time", title="specverify check")
     for o in outcomes:
-        result = STATUS_TEXT.get(o.status, f"skipped: {o.headline}")
+        result = STATUS_TEXT.get(o.status, f"skipped: {o.headline}") if o.status != "incomplete" else \
+            f"[yellow]incomplete[/yellow] ({incomplete_counts(o.examples, o.planned)})"
         if o.measures:
             result += " (" + ", ".join(f"{k} {v}" for k, v in o.measures.items()) + ")"
         found = f", failed at {o.found_after}" if o.found_after else ""

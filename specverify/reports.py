@@ -23,12 +23,13 @@ from specverify import env, registry
 from specverify.conformance import Run, not_asked, short, verdicts
 from specverify.outside import notes as outside_notes
 from specverify.provenance import machine, module_fingerprint
-from specverify.report import replay_line
+from specverify.report import incomplete_counts, replay_line
 
 FORMAT = "specverify-report/2"
 TOTAL_WORDS = {"checks": "checks", "passed": "passed", "failed": "failed", "error": "broke", "xfailed":
-               "failed as expected", "waived": "not launched (waived)", "skipped": "skipped", "examples":
-               "examples drawn", "corpus_cases": "corpus cases replayed", "stale_waivers": "stale waiver(s)",
+               "failed as expected", "waived": "not launched (waived)", "skipped": "skipped",
+               "incomplete": "incomplete (time ran out)", "examples": "examples drawn",
+               "corpus_cases": "corpus cases replayed", "stale_waivers": "stale waiver(s)",
                "unneeded_waivers": "waiver(s) no longer needed"}
 STATE_WORDS = {"expected": "used: failed as expected", "skipped": "used: kept a check from launching",
                "passed": "NO LONGER NEEDED: what it covers passed", "stale": "STALE: matches nothing",
@@ -100,7 +101,8 @@ def waiver_json(w) -> dict:
 def totals(run: Run) -> dict:
     status = Counter(o.status for o in run.outcomes if o.check != "-")
     return {"checks": sum(status.values()), **{s: status.get(s, 0) for s in
-                                               ("passed", "failed", "error", "xfailed", "waived", "skipped")},
+                                               ("passed", "failed", "error", "xfailed", "waived", "skipped",
+                                                "incomplete")},
             "examples": sum(o.examples for o in run.outcomes if o.check != "corpus"),
             "corpus_cases": sum(o.examples for o in run.outcomes if o.check == "corpus"),
             "stale_waivers": len(run.stale()), "unneeded_waivers": len(run.unneeded())}
@@ -145,7 +147,8 @@ def junit(run: Run) -> JUnitXml:
             result.text = story(o) or o.headline
             case.result = [result]
         elif o.status != "passed":
-            words = {"xfailed": f"failed as expected ({o.waiver}): {o.headline}", "waived": o.headline}
+            words = {"xfailed": f"failed as expected ({o.waiver}): {o.headline}", "waived": o.headline,
+                     "incomplete": short(o.headline, o.stage, o.backend, o.device)}
             case.result = [Skipped(words.get(o.status, o.headline), o.status)]
         lines = [f"{o.examples} example(s)"] + [f"{f['case']}: {f['status']}: {f['replay']}" for f in failures(o)]
         case.system_out = "\n".join(lines + o.notes)
@@ -178,12 +181,20 @@ def table(headers: list[str], rows: list[list[Any]]) -> list[str]:
     return out + ["| " + " | ".join(cell(x) for x in row) + " |" for row in rows]
 
 
+def result_words(o: dict) -> str:
+    """An outcome's result in the Markdown checks table."""
+    if o["status"] == "incomplete":
+        return f"incomplete ({incomplete_counts(o['examples'], o['planned'])})"
+    return o["status"] + (f" ({o['waiver']})" if o["waiver"] else "")
+
+
 def markdown(run: Run) -> str:
     data = to_json(run)
     title = f"vendor `{run.vendor.name}`" if run.vendor is not None else "specverify check"
     versions = ", ".join(f"{k} {v}" for k, v in data["versions"].items() if k != "specverify")
     m = data["machine"]
-    words = {0: "passed", 1: "FAILED", 2: "bad usage", 3: "nothing checked"}[run.exit_status]
+    words = {0: "passed", 1: "FAILED", 2: "bad usage", 3: "nothing checked",
+             4: "incomplete (every check that ran passed; a target's time ran out)"}[run.exit_status]
     lines = [f"# Conformance report: {title}", "",
              f"specverify {specverify.__version__}, profile `{run.profile}`, seed {run.seed}, "
              f"device `{m['device']}` ({m.get('gpu', m['machine'])}); {versions}.", "",
@@ -222,7 +233,7 @@ def markdown(run: Run) -> str:
                   + (", ".join(f"`{s}`" for s in run.not_implemented) or "none") + "."]
     lines += ["", "## Checks", ""]
     lines += table(["stage", "check", "examples", "result", "time"],
-                   [[o["stage"], o["check"], o["examples"], o["status"] + (f" ({o['waiver']})" if o["waiver"] else ""),
+                   [[o["stage"], o["check"], o["examples"], result_words(o),
                      f"{o['seconds']:.1f} s"] for o in data["outcomes"] if o["check"] != "-"])
     fails = [(o, f) for o in data["outcomes"] for f in o["failures"]]
     if fails:

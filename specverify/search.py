@@ -3,7 +3,8 @@
 A target's declared domain (`specverify.domain`) is a parameter of what is drawn (`tier_strategy`), never
 a filter. The first failure is shrunk, written as a case file into the run's findings folder (`Context.findings_dir`,
 never the suite's corpus) and reported with its replay command. A target whose time is up stops the
-search (`Abandon` passes through Hypothesis); the smallest failure seen is kept. A failure that does not
+search (`Abandon` passes through Hypothesis): the smallest failure seen is kept, and a search that found
+none is "incomplete" (N of the planned examples, all passed), never a failure. A failure that does not
 repeat on the same input is reported for what it was: a worker that died or ran out of time, then passed
 on that input in a fresh worker, is that crash (with what the worker printed), not "nondeterministic",
 which is kept for an implementation whose answers differ between calls.
@@ -109,9 +110,9 @@ def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ct
         if failing:
             record_failure(target, check, ctx, outcome, *failing[-1])
         else:
-            outcome.status, outcome.kind = "failed", "timeout"
-            outcome.headline = (f"{target.label}: the target's time limit was spent after {outcome.examples} "
-                                f"example(s) of the {check} check (each passed)")
+            outcome.status, outcome.kind = "incomplete", "timeout"
+            outcome.headline = (f"{target.label}: incomplete: the target's time limit was spent after "
+                                f"{outcome.examples} of {outcome.planned} example(s) of the {check} check, all passed")
             outcome.report = outcome.headline
     except (Failure, OracleError, hypothesis_errors.Flaky) as exc:
         if not failing:
@@ -153,6 +154,7 @@ def record_failure(target: Target, check: str, ctx: Context, outcome: Outcome, e
     """Save the failing example as a case (when it can be) and fill in the outcome's report."""
     outcome.status = "failed" if isinstance(exc, Failure) else "error"
     outcome.kind = getattr(exc, "kind", "oracle")
+    outcome.failing = example
     outcome.headline = getattr(exc, "headline", str(exc))
     notes = []
     if ctx.findings_dir is not None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from specverify import env, interrupts
@@ -42,6 +42,7 @@ class PlanError(ValueError):
 
 
 REPLAY_TIMEOUT = 120.0     # seconds per call when one example is replayed (`specverify replay`, case tests)
+INTERPRETED = "TRITON_INTERPRET is set for its worker and it reaches Triton kernels"   # Target.interpreted
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,8 @@ def run_target(target: Target, plan: RunPlan, listener: Listener, only: set[str]
         return []
     outcomes = []
     caller = caller_for(target, plan) if any(waiver is None for _, waiver in asked) else None
+    if getattr(caller, "interpreted", False) and not target.slow:
+        target = replace(target, interpreted=INTERPRETED)
     module = fingerprint(target, caller) if caller is not None else {}
     unloadable = getattr(caller, "load_error", None)
     broken_in = None     # the check in which the target's worker answered out of protocol
@@ -224,9 +227,10 @@ def refused(target: Target, check: str, problem, why: str = "") -> Outcome:
 def run_one(target: Target, check, caller, plan: RunPlan, deadline: float | None, listener: Listener) -> Outcome:
     planned_examples = check.planned(target, plan.profile, plan.examples)
     if deadline is not None and time.monotonic() > deadline:
-        return Outcome(target.stage.name, target.backend.name, target.device, check.name, status="skipped",
-                       planned=planned_examples, headline=f"not run: the target's time limit "
-                                                          f"({plan.per_target:g} s) was spent")
+        return Outcome(target.stage.name, target.backend.name, target.device, check.name, status="incomplete",
+                       kind="timeout", planned=planned_examples,
+                       headline=f"{target.label}: incomplete: the target's time limit ({plan.per_target:g} s) was "
+                                f"spent before the {check.name} check started")
     listener.check_started(target, check.name, planned_examples)
     ctx = Context(plan.profile, plan.run_seed, plan.examples, plan.cases, caller,
                   guard_check=plan.guard_check, deadline=deadline, progress=listener.progress,

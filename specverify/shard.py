@@ -120,18 +120,20 @@ def describe(target: Target) -> tuple:
     if target.impl is not None and target.backend.name != "oracle":
         raise DevicesError(f"{target.label}: a function handed over directly cannot run in a worker; "
                            f"name it by import path")
-    return target.stage.name, target.backend.name, target.device, target.source, target.dialect, target.domain
+    return (target.stage.name, target.backend.name, target.device, target.source, target.dialect, target.domain,
+            target.interpreted)
 
 
 def rebuild(spec: tuple) -> Target:
     """The target `describe` described (its dialect's record and its declared domain, a picklable Domain)."""
     from specverify import backends, dialects, registry
 
-    stage, backend, device, source, dialect, domain = spec
+    stage, backend, device, source, dialect, domain, interpreted = spec
     record = dialects.judged(registry.all_stages()[stage], dialect)
     if backend == "oracle":
         return backends.target(record, backend, device)
-    return Target(record, backends.BACKENDS[backend], device, source, dialect=dialect, domain=domain)
+    return Target(record, backends.BACKENDS[backend], device, source, dialect=dialect, domain=domain,
+                  interpreted=interpreted)
 
 
 def work(index: int, spec: tuple, plan: RunPlan, only: set[str], lane_name: str | None = None,

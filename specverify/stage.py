@@ -225,6 +225,9 @@ class Stage:
     hazard: Strategy | None = None              # draws hazard-tier examples (invariants required)
     invariants: Callable[[Example, dict], list[str]] | None = None  # hazard tier: violated invariants
     rows: Callable[[Example], tuple[list[str], list[list[Any]]]] | None = None  # semantic row table
+    # the failing request (a row of `rows`) of the first wrong output element (field, view index; None: not
+    # located), and lines showing the inputs that decide it which `rows` leaves out (probability, noise rows)
+    deciding: Callable[[Example, Any], tuple[int | None, list[str]]] | None = None
     host: bool = False                          # host stage: returns Python values, writes no buffers
     doc: str = ""                               # one line: what the stage does
     semantics: str = ""                         # the contract in prose: what is computed, what is written
@@ -250,6 +253,9 @@ class Stage:
     # vocab_size input or the symbol V), "placeholder" (a -1) or "true" (a True entry); its strategies draw
     # none when excluded
     classes: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # host hints: optional int inputs giving a bound a kernel may size its launch by on the host instead of
+    # reading the device; a declared `given = true` on one matters to the no-sync check (specverify.outside)
+    hints: tuple[str, ...] = ()
 
     @property
     def family(self) -> str:

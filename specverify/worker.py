@@ -285,7 +285,9 @@ def worker_main(conn, stage_name: str, source: str, lib: str, device: str, log: 
         return
     from specverify.provenance import module_fingerprint
 
-    conn.send_bytes(json.dumps({"ready": True, "module": module_fingerprint(source.partition(":")[0])}).encode())
+    interpreted = env.triton_interpreted() and env.reaches_triton(impl)   # the draws' sizes follow (Target.slow)
+    conn.send_bytes(json.dumps({"ready": True, "module": module_fingerprint(source.partition(":")[0]),
+                                "interpreted": interpreted}).encode())
     while True:
         message = conn.recv()
         if message is None:
@@ -443,6 +445,7 @@ class Isolated:
         self.load_error: CallError | None = None     # loading failed once: every later call says so
         self.broken: CallError | None = None     # a worker answered out of protocol: every later call says so
         self.fingerprint: dict | None = None      # the implementation's module, as the worker found it
+        self.interpreted = False                  # the worker found Triton kernels run in Triton's interpreter
 
     def like(self, device: str | None = None) -> "Isolated":
         """A new, unstarted caller of the same implementation with the same limits (on `device`, or this one's)."""
@@ -488,6 +491,7 @@ class Isolated:
             self.load_error = CallError("missing" if answer.get("missing") is True else "load",
                                         text if answer.get("missing") is True else f"could not be loaded: {text}")
             return self.load_error
+        self.interpreted = answer.get("interpreted") is True
         if self.fingerprint is None:
             from specverify.provenance import checked_fingerprint
 

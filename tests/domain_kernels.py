@@ -61,3 +61,15 @@ def random_reading_oov_from_the_next_row(**kw):
         flat = torch.cat([table.contiguous().reshape(-1), table.new_zeros(8)])
         return torch.as_strided(flat, (tokens, vocab + 8), (vocab, 1))
     random(**{**kw, "target_probs": widened(kw["target_probs"]), "draft_probs": widened(kw["draft_probs"])})
+
+
+def random_wrong_only_on_oov_drafts(**kw):
+    """`rejection.random` that is right on every input without an out-of-vocabulary draft, and writes a wrong
+    value into every output slot when any draft is >= V, with device arithmetic only (no host read, no
+    extra launch shape, capturable): wrong only outside a domain that excludes `oov_drafts`."""
+    from specverify.kernels.torch.rejection import random
+
+    random(**kw)
+    out, drafts = kw["output_token_ids"], kw["draft_token_ids"]
+    oov = (drafts >= kw["target_probs"].shape[1]).any()
+    out.add_(oov.to(out.dtype))

@@ -269,5 +269,23 @@ def test_a_failing_outside_kernel_is_told_which_dialect_it_may_follow(tmp_path, 
     [verdict] = json.loads(report.read_text())["verdicts"]
     assert status == 1 and verdict["summary"] == "does not conform"
     assert rule in verdict["follows"], verdict["rules"]
-    assert f"Its draws pass under dialect {', '.join(verdict['follows'])}: it may follow that rule." in out
+    assert f"Its failing case and draws pass under dialect {', '.join(verdict['follows'])}: it may follow that " \
+           "rule." in out
     assert f'declare dialect = "{rule}"' in out
+
+
+def test_a_dialect_is_offered_only_when_the_failing_case_passes_under_it(tmp_path, capsys):
+    """vLLM's random kernel, reading an out-of-vocabulary draft's probabilities from the next row, was told
+    "Its draws pass under dialect strict, approx_div: it may follow that rule" (seed 1: 40 draws of each
+    missed its bug, which has nothing to do with ties). Its failing case fails under every dialect."""
+    report = tmp_path / "r.json"
+    status = main(["check", "--stage", "rejection.random", "--impl",
+                   "tests.domain_kernels:random_reading_oov_from_the_next_row", "--device", "cpu", "--seed", "1",
+                   "--examples", "60", "--check", "valid", "--json", str(report), "--findings", str(tmp_path / "f")])
+    out = capsys.readouterr().out
+    [verdict] = json.loads(report.read_text())["verdicts"]
+    assert status == 1 and verdict["follows"] == [], verdict["rules"]
+    assert "it may follow" not in out and "declare dialect" not in out, out
+    for rule in verdict["rules"]:
+        assert rule["case"].startswith(("fails: ", "not judged: ")) and rule["judged"] == 0, rule
+    assert "under dialect strict (ties reject: f32(u * q) < p) instead: the failing case fails too" in out, out

@@ -273,7 +273,68 @@ def test_a_restriction_whose_excluded_draws_all_pass_is_reported_unneeded(tmp_pa
     assert status == 0   # information only: the exit status is unchanged
     assert report["verdicts"][0]["unneeded"] == ["`sampled_token_ids` unit column step"]
     assert "Not needed, its excluded draws pass: `sampled_token_ids` unit column step" in out
-    assert "the restriction looks unneeded" in (tmp_path / "report.md").read_text()
+    assert "its 25 excluded draws pass (valid): the restriction is not needed" in (tmp_path / "report.md").read_text()
+
+
+def test_a_restriction_is_not_needed_only_after_as_many_excluded_draws_as_the_valid_tier(tmp_path, capsys):
+    """vLLM's random kernel, declared without out-of-vocabulary drafts, was told the restriction is not needed
+    after 10 excluded draws (seed 8: each of them passed), though it emits such ids when more are drawn."""
+    report = tmp_path / "r.json"
+    status = main(["check", "--stage", "rejection.random", "--impl",
+                   "tests.domain_kernels:random_reading_oov_from_the_next_row", "--device", "cpu", "--seed", "8",
+                   "--examples", "30", "--check", "valid", "--json", str(report), "--findings", str(tmp_path / "f"),
+                   *declare(tmp_path, NO_OOV_DRAFTS)])
+    capsys.readouterr()
+    [verdict] = json.loads(report.read_text())["verdicts"]
+    [outside] = verdict["outside"]
+    assert status == 0 and verdict["unneeded"] == [], verdict
+    assert outside["wanted"] == 30 and outside["failed"], outside
+
+
+def test_information_draws_keep_a_share_of_the_targets_time(tmp_path, capsys):
+    """SGLang's kernel's time ran out in its valid search, and its information draws then started at the
+    deadline: "no excluded draw in 120". They keep a share of the time now, and a restriction whose share
+    is spent says so."""
+    from specverify import outside
+    from specverify.checks import Context
+    from specverify.profiles import PROFILES
+
+    status = main(["check", "--stage", "eagle.next_token_padded", "--impl", "tests.slow_kernels:next_token_slowly",
+                   "--device", "cpu", "--check", "valid", "--target-timeout", "8", "--json", str(tmp_path / "s.json"),
+                   "--findings", str(tmp_path / "f"), *declare(tmp_path, ROWS_TOML)])
+    capsys.readouterr()
+    slow = json.loads((tmp_path / "s.json").read_text())
+    [verdict], [found] = slow["verdicts"], slow["verdicts"][0]["outside"]
+    assert status == 4 and verdict["summary"].startswith("incomplete"), verdict
+    assert found["judged"] >= 1 and found["stopped"] == "time" and verdict["unneeded"] == [], found
+    assert "no excluded draw" not in " ".join(slow["outcomes"][0]["notes"])
+    chosen = replace(target(NEXT, "impl", "cpu", "tests.domain_kernels:next_token_refusing"),
+                     domain=domain.parse(NEXT, ROWS, "test"))
+    spent = Context(PROFILES["ci"], 0, 25, None, None, False, deadline=0.0)
+    assert outside.notes(outside.explore(chosen, spent)) == [
+        "outside the domain (`sampled_token_ids` unit column step): not run: no time left"]
+
+
+HINT_TOML = """
+[domain.fields.max_spec_len]
+given = true
+reason = "vLLM's sampler passes the batch's max_spec_len from its metadata"
+"""
+
+
+def test_a_host_hint_restriction_is_not_called_unneeded_on_bytes_alone(tmp_path, capsys):
+    """A host hint matters to no-sync only: on the CPU, where no-sync is not asked, its excluded draws passing
+    byte for byte say nothing about whether the hint is needed."""
+    report = tmp_path / "r.json"
+    status = main(["check", "--stage", "rejection.recovered", "--impl",
+                   "tests.hint_grid_kernel:recovered_on_a_request_grid", "--device", "cpu", "--examples", "30",
+                   "--check", "valid", "--json", str(report), "--findings", str(tmp_path / "f"),
+                   *declare(tmp_path, HINT_TOML)])
+    out = capsys.readouterr().out
+    [verdict] = json.loads(report.read_text())["verdicts"]
+    assert status == 0 and verdict["unneeded"] == [], verdict
+    assert "it could not be judged: `max_spec_len` is a host hint: it matters to the no-sync check, which is " \
+           "not asked here" in out, out
 
 
 @pytest.mark.parametrize("name,hint", [("rejection.recovered", "max_spec_len"),
@@ -400,6 +461,8 @@ def test_a_request_grid_kernel_sized_by_the_hint_conforms_with_and_without_it(tm
 def test_the_host_hint_lets_a_request_grid_kernel_launch_without_a_device_read(tmp_path, capsys):
     status, report, out = grid_check(tmp_path, capsys, "cuda", ["valid", "no-sync"], *declare(tmp_path, HINT_GIVEN))
     assert status == 0, out
+    [outside] = report["verdicts"][0]["outside"]      # its excluded draws are judged by no-sync: needed
+    assert outside["checks"] == ["valid", "no-sync"] and "synchroniz" in outside["failed"], outside
     status, report, out = grid_check(tmp_path, capsys, "cuda", ["valid", "no-sync"])
     failed = {o["check"] for o in report["outcomes"] if o["status"] == "failed"}
     assert status == 1 and failed == {"no-sync"}, report["outcomes"]

@@ -225,4 +225,4 @@ def test_a_bool_byte_rewritten_in_place_is_a_stray_write_shown_by_its_bytes():
         "out_is_masked_token_mask"].all(), settings=settings(database=None, derandomize=True))
     with pytest.raises(Failure) as caught:
         verify(target, example)
-    assert "stray write" in caught.value.headline and "0xa5" in caught.value.headline, caught.value.headline
+    assert "stray write: expected 0xA5 (poison: never written)" in caught.value.headline, caught.value.headline

@@ -313,3 +313,54 @@ def test_an_emptied_profiler_record_is_tampering(tmp_path, capsys):
     outcome = check_expand(tmp_path, capsys, "tests.hostile:empties_the_profiler")["launches"]
     assert outcome["status"] == "failed" and outcome["kind"] == "tampered"
     assert "tampered with the measurement: the profiler's record of the call is incomplete" in outcome["headline"]
+
+
+# --- the declared domain ----------------------------------------------------------------------------------
+
+RANDOM = registry.all_stages()["rejection.random"]
+NO_OOV = {"excludes": {"oov_drafts": "the drafter samples its own [0, V) head"}}
+
+
+def test_every_property_check_draws_within_the_declared_domain(monkeypatch):
+    """The property checks draw as the tiers do, within the target's declared domain (an H100 run once
+    failed vLLM's random kernel, declared without out-of-vocabulary drafts, on stream-order with a case of
+    V = 1 and drafts 1 and 8). Every registered property check runs here on the CPU, its call answered by
+    the oracle with passing measures: each example it draws is recorded."""
+    from specverify import domain, properties
+
+    dom = domain.parse(RANDOM, NO_OOV, "test")
+    target = Target(RANDOM, BACKENDS["impl"], "cuda", "tests.domain_kernels:random_wrong_only_on_oov_drafts",
+                    domain=dom)
+    oracle = InProcess(RANDOM.oracle, "numpy", "cpu")
+    outside = []
+
+    def call_with(probe, t, example, ctx):
+        outside.append(dom.outside(RANDOM, example))
+        plan, arena = materialize.plan(RANDOM, example)
+        result = oracle.call(plan, arena)
+        result.measures.update(witness="pending", launches=1)
+        return result
+
+    monkeypatch.setattr(properties, "call_with", call_with)
+    ctx = Context(PROFILES["ci"], 0, 60, None, oracle, False, None)
+    for name in PROPERTIES:
+        outcome = CHECKS[name].run(target, ctx)
+        assert outcome.status == "passed" and outcome.examples == 6, (name, outcome.headline)
+    assert len(outside) == 4 * 6 and not any(outside), outside
+
+
+@needs_cuda
+def test_a_kernel_wrong_only_outside_its_declared_domain_passes_every_device_property(tmp_path, capsys):
+    declare = tmp_path / "declare.toml"
+    declare.write_text('[domain.excludes]\noov_drafts = "the drafter samples its own [0, V) head"\n')
+    report = tmp_path / "r.json"
+    status = main(["check", "--stage", "rejection.random", "--impl",
+                   "tests.domain_kernels:random_wrong_only_on_oov_drafts", "--device", "cuda", "--examples", "60",
+                   "--declare", str(declare), "--json", str(report), "--findings", str(tmp_path / "f"),
+                   *[a for c in ("valid", *PROPERTIES) for a in ("--check", c)]])
+    out = capsys.readouterr().out
+    outcomes = {o["check"]: o for o in json.loads(report.read_text())["outcomes"]}
+    assert status == 0, out
+    assert all(outcomes[c]["status"] == "passed" for c in ("valid", *PROPERTIES)), outcomes
+    [outside] = json.loads(report.read_text())["verdicts"][0]["outside"]
+    assert outside["failed"], outside       # outside the domain it is wrong, and the information draws say so

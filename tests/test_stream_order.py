@@ -32,7 +32,8 @@ def test_stream_order_runs_after_graph_replay_on_cuda_targets():
 
 
 class Unordered:
-    """A caller whose call did its work (`late`: none yet, as if it were still queued on another stream)."""
+    """A caller whose call did its work (`late`: none yet on the caller's non-default stream, as if it were
+    still queued on another stream; a plain call on the default stream has done it)."""
 
     isolated = False
 
@@ -40,10 +41,20 @@ class Unordered:
         self.late, self.inner = late, InProcess(expand, "torch", "cpu")
 
     def call(self, plan, arena, checked=False, probe="plain"):
-        assert probe == "stream_order"
-        if self.late:
+        assert probe in ("stream_order", "plain")
+        if self.late and probe == "stream_order":
             return Result(arena, dict(plan.values), None, None, {})
         return self.inner.call(plan, arena)
+
+
+class WrongEverywhere(Unordered):
+    """A caller whose call gives a wrong value on any stream: the kernel is wrong, not unordered."""
+
+    def call(self, plan, arena, checked=False, probe="plain"):
+        result = self.inner.call(plan, arena)
+        slot = plan.slots["expanded"]
+        result.arena[slot.offset + materialize.GUARD_BYTES] ^= 1
+        return result
 
 
 def test_the_judge_says_the_outputs_were_not_ready_on_the_callers_stream():
@@ -53,6 +64,18 @@ def test_the_judge_says_the_outputs_were_not_ready_on_the_callers_stream():
         verify_stream_order(target, EXPAND.worked(), ctx)
     assert NOT_READY in caught.value.headline and caught.value.kind == "stream"
     assert verify_stream_order(target, EXPAND.worked(), replace(ctx, caller=Unordered(late=False))) == {}
+
+
+def test_a_wrong_answer_on_the_default_stream_too_is_not_blamed_on_stream_order():
+    """Bytes that differ on the caller's stream are a stream fault only where the same input passes on the
+    default stream; vLLM's random kernel was told its outputs were not ready where it was simply wrong."""
+    target = Target(EXPAND, BACKENDS["impl"], "cuda", "x:y")
+    ctx = Context(PROFILES["ci"], 0, None, None, WrongEverywhere(late=False), False, None)
+    with pytest.raises(Failure) as caught:
+        verify_stream_order(target, EXPAND.worked(), ctx)
+    assert NOT_READY not in caught.value.headline and caught.value.kind == "wrong", caught.value.headline
+    assert "expanded[0]: wrong value" in caught.value.headline
+    assert "on the default stream too: a wrong answer, not a stream-order fault" in caught.value.headline
 
 
 def test_a_call_that_raises_is_reported_as_raising():

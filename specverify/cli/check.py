@@ -2,7 +2,8 @@
 
 Exit status: 0 everything checked passed (failures every one covered by an expect-fail waiver included);
 1 a failure no waiver covers, a waiver no longer needed, or a run ended early by SIGINT or SIGTERM (its
-reports hold what finished); 2 bad usage; 3 nothing was checked (every target skipped).
+reports hold what finished); 2 bad usage; 3 nothing was checked (every target skipped, or a worker could not be
+set up); 4 incomplete (every check that ran passed, some target's time ran out).
 """
 from __future__ import annotations
 

@@ -355,6 +355,7 @@ def copy_expand_bench(batch: int, vocab: int, rng: np.random.Generator) -> Examp
 
 COPY_AND_EXPAND_INPUTS = Stage(
     name="eagle.copy_and_expand_inputs",
+    hints=("max_query_len",),
     dtype_follows={"next_token_ids": "target_token_ids", "query_end_loc": "query_start_loc", "out_input_ids": "target_token_ids", "out_positions": "target_positions"},
     doc="lay out each request's drafting input: kept ids, next token, parallel slots, rejected padding",
     inputs=(

@@ -16,6 +16,7 @@ from specverify.bench import inputs as bench
 from specverify.oracles import rejection as oracle
 from specverify.stage import BENCH_SPEC, Buffer, Dialect, Example, I, Layout, O, Stage, kernels
 from specverify.strategies import rejection as draw
+from specverify.strategies.deciding import rejection_rows
 
 f32, i32, i64 = np.float32, np.int32, np.int64
 
@@ -284,6 +285,7 @@ float32 [T, V] of equal shape, uniforms not float64 [T].""",
     invalid=draw.random_invalid,
     invariants=draw.random_invariants,
     rows=draw.random_table,
+    deciding=rejection_rows,
     impls=kernels("rejection", "random"),
     launches={"triton": 1, "torch": 21},   # 18 by the record's rule; dialect strict's q <= 1 and f32 u cost 3
     dialects=RANDOM_DIALECTS,
@@ -318,6 +320,7 @@ def recovered_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example
 RECOVERED = Stage(
     name="rejection.recovered",
     classes=DRAFT_CLASSES,
+    hints=("max_spec_len",),
     doc="per draft token: the lowest index maximizing residual * inv_q (the replacement for a rejected draft)",
     inputs=(
         I("cu_num_draft_tokens", "int32", "B", doc=CU),
@@ -359,6 +362,7 @@ a request.""",
     invalid=draw.recovered_invalid,
     invariants=draw.recovered_invariants,
     rows=draw.recovered_table,
+    deciding=rejection_rows,
     impls=kernels("rejection", "recovered"),
     launches={"triton": 1, "torch": 22},
 )
@@ -506,6 +510,7 @@ float32 [B, V] (None included).""",
     invalid=draw.sample_invalid,
     invariants=draw.sample_invariants,
     rows=draw.sample_table,
+    deciding=rejection_rows,
     impls=kernels("rejection", "sample"),
     launches={"triton": 2, "torch": 48},
 )
@@ -671,6 +676,7 @@ missing noise while `is_greedy` is given.""",
     invalid=draw.sample_padded_invalid,
     invariants=draw.sample_padded_invariants,
     rows=draw.padded_table,
+    deciding=rejection_rows,
     impls=kernels("rejection", "sample_padded"),
     launches={"triton": 2, "torch": 36},
 )

@@ -18,6 +18,7 @@ from specverify.bench import inputs as bench
 from specverify.oracles import rejection_cdf as oracle
 from specverify.stage import BENCH_SPEC, Dialect, Example, I, O, Stage, kernels
 from specverify.strategies import rejection_cdf as draw
+from specverify.strategies.deciding import rejection_rows
 
 f32 = np.float32
 
@@ -162,6 +163,7 @@ uniforms or outputs of another dtype or shape (target [B, K+1, V >= 1], draft [B
     invalid=draw.chain_cdf_invalid,
     invariants=draw.chain_cdf_invariants,
     rows=draw.chain_cdf_table,
+    deciding=rejection_rows,
     impls=kernels("rejection_cdf", "chain_cdf"),
     launches={"triton": 1, "torch": 60},
     dialects={

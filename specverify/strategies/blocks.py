@@ -244,9 +244,10 @@ def invalid(example: Example, field: str, rule: str, outputs: dict[str, Buffer] 
 
 
 def short(values, limit: int = 10) -> str:
-    """A list for a report cell: the first `limit` values."""
-    items = [int(v) if isinstance(v, (np.integer, np.bool_)) else v for v in list(values)[:limit]]
-    return str(items)[:-1] + (", ...]" if len(values) > limit else "]")
+    """A list for a report cell: the first `limit` values (floats as the shortest text of their dtype)."""
+    items = [str(int(v)) if isinstance(v, (np.integer, np.bool_)) else str(v) if isinstance(v, np.floating)
+             else repr(v) for v in list(values)[:limit]]
+    return "[" + ", ".join(items) + (", ...]" if len(values) > limit else "]")
 
 
 def request_rows(cu_inclusive: np.ndarray, per_token: dict[str, np.ndarray],

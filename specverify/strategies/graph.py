@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
+from specverify.compare import output_value
 from specverify.materialize import POISON_A
 from specverify.oracles.graph import INT32_MAX
 from specverify.stage import Buffer, DrawContext, Example, Layout
@@ -354,7 +355,7 @@ def dsa_invariants(ex: Example, views: dict) -> list[str]:
             want = max((kv - q + j + 1 + dcp - 1 - rank) // dcp, 0)
             if int(lens[row]) != want:
                 return [f"indexer_kv_lens[{row}]: request {b} token {j} (q={q}, kv={kv}) needs {want}, "
-                        f"got {int(lens[row])}"]
+                        f"got {output_value(lens[row])}"]
             if not np.array_equal(table[row], x["block_offsets"][b].astype(np.int32)):
                 return [f"expanded_block_table[{row}]: not request {b}'s block row"]
     tail = int(cu[-1])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
+from specverify.compare import output_value
 from specverify.oracles.kv import BITS, FP8, LAYOUTS, SOURCES, fp8_code_of_bits, fp8_value
 from specverify.stage import Buffer, DrawContext, Example, Layout
 from specverify.strategies.blocks import (batch_size, generator, invalid, label, labelled_dtype, layout, mode,
@@ -408,7 +409,8 @@ def accept_invariants(ex: Example, out: dict) -> list[str]:
     wrong = np.flatnonzero(got != want)
     if len(wrong):
         k = int(wrong[0])
-        return [f"accepted_out_cache_loc[{k}] = {int(got[k])}, the {k}-th kept entry's slot is {int(want[k])}"]
+        return [f"accepted_out_cache_loc[{k}] = {output_value(got[k])}, the {k}-th kept entry's slot is "
+                f"{int(want[k])}"]
     return []
 
 

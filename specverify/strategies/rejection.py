@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 from hypothesis import assume, strategies as st
 
+from specverify.compare import output_value, output_values
 from specverify.materialize import POISON_A, filled
 from specverify.oracles.rejection import residual
 from specverify.stage import Buffer, DrawContext, Example
@@ -414,7 +415,8 @@ def row_problems(name: str, row: np.ndarray, vocab: int, most: int, rest) -> str
     emitted = int(np.argmax(row == rest)) if (row == rest).any() else len(row)
     tail_ok = bool((row[emitted:] == rest).all())
     if not 1 <= emitted <= most or outside(row[:emitted], vocab) or not tail_ok:
-        return f"{name}: row {row.tolist()[:12]} is not 1..{most} ids in [0, {vocab}) then {rest}"
+        return (f"{name}: row {output_values(row)} is not 1..{most} ids in [0, {vocab}) then "
+                f"{output_value(np.asarray(rest, row.dtype))}")
     return None
 
 
@@ -460,7 +462,9 @@ def recovered_invariants(ex: Example, views: dict) -> list[str]:
     vocab = x["target_probs"].shape[1]
     ids = views["recovered_token_ids"]
     if outside(ids, vocab):
-        return [f"recovered_token_ids: an id outside [0, {vocab}): {ids.tolist()[:12]}"]
+        t = int(np.flatnonzero((ids < 0) | (ids >= vocab))[0])
+        return [f"recovered_token_ids[{t}] = {output_value(ids[t])}: outside [0, {vocab}) "
+                f"(recovered_token_ids: {output_values(ids)})"]
     request = request_of_tokens(np.diff(x["cu_num_draft_tokens"], prepend=0))
     for t, chosen in enumerate(ids.tolist()):
         with np.errstate(all="ignore"):

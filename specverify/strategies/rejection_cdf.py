@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
+from specverify.compare import output_value, output_values
 from specverify.materialize import POISON_A, filled
 from specverify.oracles.rejection_cdf import PLACEHOLDER, accepts, residual, running_sums
 from specverify.stage import Buffer, DrawContext, Example
@@ -249,13 +250,14 @@ def chain_cdf_invariants(ex: Example, views: dict) -> list[str]:
     for b in range(batch):
         num = int(nums[b])
         if not 0 <= num < k1:
-            found.append(f"accept_token_num[{b}] = {num} is outside [0, {k1 - 1}]")
+            found.append(f"accept_token_num[{b}] = {output_value(nums[b])}: outside [0, {k1 - 1}]")
             continue
         token = int(pred[b, num])
         if (pred[b, :num] != cand[b, 1:num + 1]).any() or not 0 <= token < vocab:
-            found.append(f"predicts row {b}: {short(pred[b])} is not its {num} drafts then an id in [0, {vocab})")
+            found.append(f"predicts row {b}: {output_values(pred[b])} is not its {num} drafts then an id in "
+                         f"[0, {vocab})")
         elif (index[b, :num + 1] != b * k1 + np.arange(num + 1)).any():
-            found.append(f"accept_index[{b}] = {short(index[b])} is not the slots {b * k1} .. {b * k1 + num}")
+            found.append(f"accept_index[{b}] = {output_values(index[b])} is not the slots {b * k1} .. {b * k1 + num}")
         elif (pred[b, num + 1:] != poison).any() or (index[b, num + 1:] != poison).any():
             found.append(f"row {b}: a slot after the {num + 1} emitted ones was written")
         else:

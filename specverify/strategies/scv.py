@@ -14,6 +14,7 @@ from fractions import Fraction
 import numpy as np
 from hypothesis import strategies as st
 
+from specverify.compare import output_value
 from specverify.oracles.scv import PLACEHOLDER
 from specverify.stage import Buffer, DrawContext, Example
 from specverify.strategies.blocks import (draft_batch, generator, inclusive_offsets, index_dtype, invalid, label,
@@ -102,7 +103,7 @@ def acceptance_invariants(ex: Example, out: dict) -> list[str]:
         n, k = end - start, int(count[r])
         ok = (draft[start:end] == target[start:end]) & (draft[start:end] != PLACEHOLDER)
         if not 0 <= k <= n:
-            broken.append(f"request {r}: num_accepted {k} outside [0, {n}]")
+            broken.append(f"request {r}: num_accepted {output_value(count[r])} outside [0, {n}]")
         elif mask[start:end].tolist() != [1] * k + [0] * (n - k):
             broken.append(f"request {r}: the mask is not a prefix of {k} accepted tokens")
         elif not ok[:k].all() or (k < n and ok[k]):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
+from specverify.compare import output_value
 from specverify.oracles.stop import LOWEST, PLACEHOLDER, sequential_stopping
 from specverify.stage import Buffer, DrawContext, Example
 from specverify.strategies.blocks import (batch_size, generator, invalid, label, labelled_dtype, layout,
@@ -160,7 +161,9 @@ def spec_stopping_invariants(ex: Example, out: dict) -> list[str]:
         got = (int(out["stop_pos"][r]), bool(out["stopped"].view(np.uint8)[r] == 1),
                int(out["new_num_appendable"][r]))
         if got != (position, finished, budget):
-            broken.append(f"row {r}: (stop_pos, stopped, new_num_appendable) = {got}, the one-token-at-a-time "
+            shown = ", ".join(output_value(out[name][r:r + 1])
+                              for name in ("stop_pos", "stopped", "new_num_appendable"))
+            broken.append(f"row {r}: (stop_pos, stopped, new_num_appendable) = ({shown}), the one-token-at-a-time "
                           f"check gives {(position, finished, budget)}")
     return broken[:3]
 

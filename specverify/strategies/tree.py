@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
+from specverify.compare import output_value, output_values
 from specverify.oracles import tree as oracle
 from specverify.stage import Buffer, DrawContext, Example
 from specverify.strategies.blocks import batch_size, generator, invalid, label, layout, one_invalid, short
@@ -128,7 +129,7 @@ def index_differences(ex: Example, out: dict, want: dict) -> list[str]:
     for name in INDEX_OUTPUTS:
         if not np.array_equal(out[name], want[name]):
             where = np.argwhere(out[name] != want[name])[0]
-            broken.append(f"{name}{list(where)} holds {out[name][tuple(where)]}, the contract gives "
+            broken.append(f"{name}{list(where)} holds {output_value(out[name][tuple(where)])}, the contract gives "
                           f"{want[name][tuple(where)]}")
     return broken
 
@@ -344,7 +345,7 @@ def pack_invariants(ex: Example, out: dict) -> list[str]:
         want = np.packbits(x["mask"][q * start: q * end], bitorder="little")
         got = out["packed"][int(x["packed_indptr"][r]):][:len(want)]
         if not np.array_equal(got, want):
-            broken.append(f"packed: request {r} holds {short(got)}, packbits gives {short(want)}")
+            broken.append(f"packed: request {r} holds {output_values(got, 10)}, packbits gives {short(want)}")
     return broken[:3]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
+from specverify.compare import output_value
 from specverify.materialize import POISON_A, filled
 from specverify.oracles import tree_verify as oracle
 from specverify.stage import Buffer, DrawContext, Example
@@ -112,8 +113,8 @@ def poison_int32() -> int:
 
 def path_problems(ex: Example, views: dict, emitted) -> list[str]:
     """Each request's outputs describe one root-to-node path: n in [0, S-1], accept_index[b, 0..n] the
-    slots of that path, its tail untouched, and `emitted(b, k, path)` holding for the token at each
-    path slot (None: fine, else the problem)."""
+    slots of that path, its tail untouched, and `emitted(b, k, path, value)` holding for the token at each
+    path slot (None: fine, else the problem with that value)."""
     x = ex.inputs
     index, token, sibling = x["retrieve_index"], x["retrieve_next_token"], x["retrieve_next_sibling"]
     predicts, accept, count = views["predicts"], views["accept_index"], views["accept_token_num"]
@@ -121,7 +122,7 @@ def path_problems(ex: Example, views: dict, emitted) -> list[str]:
     for b in range(len(count)):
         n = int(count[b])
         if not 0 <= n <= spec - 1:
-            found.append(f"accept_token_num[{b}] = {n}: outside [0, S-1] = [0, {spec - 1}]")
+            found.append(f"accept_token_num[{b}] = {output_value(count[b])}: outside [0, S-1] = [0, {spec - 1}]")
             continue
         if (accept[b, n + 1:] != poison).any():
             found.append(f"accept_index[{b}]: written past accept_token_num ({n})")
@@ -130,17 +131,20 @@ def path_problems(ex: Example, views: dict, emitted) -> list[str]:
             children = oracle.child_list(token, sibling, b, path[-1])
             slot_of = {int(index[b, c]): c for c in children}
             if int(accept[b, k]) not in slot_of:
-                found.append(f"accept_index[{b}, {k}] = {int(accept[b, k])}: not the slot of a child of the "
-                             "node before")
+                found.append(f"accept_index[{b}, {k}] = {output_value(accept[b, k])}: not the slot of a child of "
+                             "the node before")
                 break
             path.append(slot_of[int(accept[b, k])])
         else:
             if int(accept[b, 0]) != int(index[b, 0]):
-                found.append(f"accept_index[{b}, 0] = {int(accept[b, 0])}: not the root's slot {int(index[b, 0])}")
+                found.append(f"accept_index[{b}, 0] = {output_value(accept[b, 0])}: not the root's slot "
+                             f"{int(index[b, 0])}")
             for k, node in enumerate(path):
-                problem = emitted(b, k, path, int(predicts[int(index[b, node])]))
+                slot = int(index[b, node])
+                problem = emitted(b, k, path, int(predicts[slot]))
                 if problem:
-                    found.append(f"predicts[{int(index[b, node])}] (request {b}, path node {k}): {problem}")
+                    found.append(f"predicts[{slot}] (request {b}, path node {k}) = {output_value(predicts[slot])}: "
+                                 f"{problem}")
     return found[:3]
 
 
@@ -153,7 +157,7 @@ def greedy_invariants(ex: Example, views: dict) -> list[str]:
     def emitted(b, k, path, value):
         want = int(flat[index[b, path[k]]])
         if value != want:
-            return f"{value}, not the prediction {want} at that slot"
+            return f"not the prediction {want} at that slot"
         if k + 1 < len(path) and int(cand[b, path[k + 1]]) != want:
             return f"the next path node's token {int(cand[b, path[k + 1]])} does not match it"
         return None
@@ -350,9 +354,9 @@ def sample_invariants(ex: Example, views: dict) -> list[str]:
 
     def emitted(b, k, path, value):
         if not 0 <= value < vocab:
-            return f"{value} outside [0, V) = [0, {vocab})"
+            return f"outside [0, V) = [0, {vocab})"
         if k + 1 < len(path) and value != int(cand[b, path[k + 1]]):
-            return f"{value}, not the token of the next path node"
+            return "not the token of the next path node"
         return None
     found = path_problems(ex, views, emitted)
     before, after = x["draft_probs"], views["draft_probs"]
