@@ -302,7 +302,7 @@ def test_the_matrix_shows_mutants_killed(tmp_path, capsys):
     run.stages[0].subject = mutate.Subject("rejection.expand", "acme.rejection:expand")
     mutate_report.write(run, mutation, None)
     assert main(["matrix", str(demo), str(mutation), "--out", str(tmp_path / "out")]) == 0
-    assert "Mutation figures with no cell of these reports: acme.rejection on cpu: rejection.expand" in \
+    assert "Mutation figures with no cell of these reports: acme.rejection:expand on cpu: rejection.expand" in \
         (tmp_path / "out" / "matrix.html").read_text()
     data = json.loads(mutation.read_text())
     data["stages"][0]["counts"]["killed"] = "two"
