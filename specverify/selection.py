@@ -56,7 +56,8 @@ class Selection:
 
 
 def stages(patterns: list[str] | None, prefix: str = "--") -> list[Stage]:
-    """The stages the names or glob patterns select (every stage for none), in the suite's order."""
+    """The stages the names or glob patterns select, in the order asked (a pattern's matches in the suite's
+    order; each stage once); every stage, in the suite's order, for none."""
     known = registry.all_stages()
     if not patterns:
         return list(known.values())
@@ -66,8 +67,8 @@ def stages(patterns: list[str] | None, prefix: str = "--") -> list[Stage]:
         if not matched:
             raise UsageError(f"{prefix}stage {pattern!r} matches no stage{did_you_mean(pattern, list(known))} "
                              f"(`specverify list` lists them)")
-        chosen.update((name, known[name]) for name in matched)
-    return [s for name, s in known.items() if name in chosen]
+        chosen.update((name, known[name]) for name in matched if name not in chosen)
+    return list(chosen.values())
 
 
 def outside_device(args: argparse.Namespace, prefix: str = "--") -> str:

@@ -123,3 +123,11 @@ def test_every_check_option_reaches_pytest_with_the_same_parser():
     taken = {a.option_strings[0] for a in group._group_actions}
     assert {f"--specverify-{o.name}" for o in options.of("pytest")} == taken
     assert {"--specverify-report", "--specverify-declare", "--specverify-impl", "--specverify-timeout"} <= taken
+
+
+def test_stages_run_in_the_order_asked():
+    from specverify import selection
+
+    names = [s.name for s in selection.stages(["graph.step_context", "graph.*", "rejection.expand"])]
+    assert names[:2] == ["graph.step_context", "graph.fill_common_inputs"] and names[-1] == "rejection.expand"
+    assert len(names) == len(set(names))
