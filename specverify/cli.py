@@ -383,7 +383,7 @@ def cmd_check(args) -> int:
     targets, outcomes = resolve_targets(args, vendor)
     total = session.planned(targets, plan)
     outside = bool(args.impl or vendor)
-    mode = ("isolated" if plan.isolated or outside else "in process") + spread(args)
+    mode = ("isolated" if plan.isolated or outside else "in process") + spread(args, targets, plan)
     if vendor is not None:
         console.print(f"vendor {vendor.name}: {vendor.declaration}"
                       f"{f' ({vendor.distribution})' if vendor.distribution else ''}: "
@@ -438,32 +438,31 @@ def stopped_by_signals():
             signal.signal(number, handler)
 
 
-def spread(args) -> str:
+def spread(args, targets: list, plan: session.RunPlan) -> str:
     """How the run is spread, for its first line; bad --devices or --ray values are usage errors here."""
     if args.devices and args.ray:
         raise UsageError("--devices and --ray exclude each other")
-    if args.devices:
-        from specverify import shard
+    if args.ray:
+        return f", Ray ({args.ray})"
+    from specverify import shard
 
-        try:
-            chosen = shard.lanes(args.devices)
-        except shard.DevicesError as exc:
-            raise UsageError(str(exc)) from None
-        return f", {len(chosen)} worker(s): {', '.join(lane.name for lane in chosen)}"
-    return f", Ray ({args.ray})" if args.ray else ""
+    try:
+        chosen = shard.spread(args.devices, targets, plan)
+    except shard.DevicesError as exc:
+        raise UsageError(str(exc)) from None
+    return f", {len(chosen)} worker(s): {', '.join(lane.name for lane in chosen)}" if chosen else ""
 
 
 def run_targets(targets: list, plan: session.RunPlan, args, listener) -> list[Outcome]:
-    """In this process, over local workers (--devices) or over Ray (--ray)."""
+    """Over Ray (--ray), or over local workers (--devices; by default one per core where every target runs
+    on the CPU) or in this process (`shard.run`)."""
     if args.ray:
         from specverify import cluster
 
         return cluster.run(targets, plan, args.ray, listener)
-    if args.devices:
-        from specverify import shard
+    from specverify import shard
 
-        return shard.run_local(targets, plan, args.devices, listener)
-    return session.run(targets, plan, listener)
+    return shard.run(targets, plan, args.devices, listener)
 
 
 def print_run(run: Run, args, outside: bool) -> None:
