@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from specverify import materialize, oracle_memo
+from specverify import materialize, stage_memo
 from specverify.calls import Result, invoke
 from specverify.compare import compare_output, compare_untouched, element_bytes_differ, input_difference
 from specverify.materialize import GUARD_B, GUARD_BYTES, POISON_A, POISON_B, Plan, as_container, same_value
@@ -76,9 +76,9 @@ def run_oracle(stage: Stage, example: Example, poison: int,
 
 
 def expect(stage: Stage, example: Example) -> Expected:
-    """The oracle's answer on `example` (one computed earlier in this stage's scope: `oracle_memo`)."""
+    """The oracle's answer on `example` (one computed earlier in this stage's scope: `stage_memo`)."""
     with clock("oracle"):
-        memo = oracle_memo.current.get()
+        memo = stage_memo.current.get()
         if memo is None:
             return _expect(stage, example)
         planned = materialize.plan(stage, example, POISON_A)

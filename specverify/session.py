@@ -164,10 +164,10 @@ def run(targets: list[Target], plan: RunPlan, listener: Listener | None = None) 
 
 def stage_scope():
     """Where one stage's targets run one after another: they share the oracle's answers on the examples
-    they all draw (`specverify.oracle_memo`)."""
-    from specverify import oracle_memo
+    they all draw (`specverify.stage_memo`)."""
+    from specverify import stage_memo
 
-    return oracle_memo.scope()
+    return stage_memo.scope()
 
 
 def run_target(target: Target, plan: RunPlan, listener: Listener, only: set[str] | None = None,

@@ -22,6 +22,7 @@ import multiprocessing
 import os
 import signal
 import threading
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -239,9 +240,11 @@ def lane_main(lane: Lane, link, plan: RunPlan) -> None:
     """A worker process: pinned to its lane's GPU before anything touches CUDA, it asks the driver for a
     stage on `link` (("ready",)), runs it (`run_unit`, every event sent on `link`) and asks again, until
     the answer is None. Ctrl-C is the driver's to handle; SIGTERM (the driver ending the run) closes what
-    the running target started, as in an interrupted run in one process."""
+    the running target started, as in an interrupted run in one process. Warnings are not the run's
+    output (as in the driver)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, interrupted)
+    warnings.simplefilter("ignore")
     if lane.pin is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = lane.pin
     env.prepare()
@@ -254,6 +257,8 @@ def lane_main(lane: Lane, link, plan: RunPlan) -> None:
             run_unit(unit, lane.name, plan, link.send, _asked_to_stop)
     except (Interrupted, EOFError, OSError):   # the driver ended the run, or is gone
         return
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)     # from here on, SIGTERM just ends the process
 
 
 _asked_to_stop: list[str] = []      # in a worker process: the signal that asked it to stop
