@@ -1,6 +1,6 @@
 """A sharded run over a Ray cluster (the optional extra `pip install specverify[ray]`).
 
-Each target with its checks is one Ray task, as in `shard` (same work function, same split: checks that
+Each target with its checks is one Ray task (`shard`'s work function and split: checks that
 compare devices stay in the driver). With GPUs in the cluster a task asks for one (`num_gpus=1`: Ray sets
 its CUDA_VISIBLE_DEVICES, and a fresh worker process per task keeps CUDA from being touched before that);
 without, one CPU. A task gets a scratch folder of its own: a copy of the stage's case files from the
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from specverify import cases, env, shard
 from specverify.backends import Target
+from specverify.calls import error_text
 from specverify.checks import Outcome
 from specverify.session import Listener, RunPlan
 
@@ -110,15 +111,15 @@ def run(targets: list[Target], plan: RunPlan, address: str, listener: Listener |
     pending, seeded = {}, {}
     for i, names in remote:
         seeded[i] = bundle(plan.cases, targets[i].stage.name) if "corpus" in names else {}
-        pending[function.remote(i, shard.describe(targets[i]), shipped, names, seeded[i])] = (i, names)
+        pending[function.remote(i, shard.describe(targets[i]), shipped, names, seeded[i])] = i
     shard.run_here(targets, plan, here, gather)
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1)
-        i, names = pending.pop(done[0])
+        i = pending.pop(done[0])
         try:
             index, outcomes, uses, found, folder = ray.get(done[0])
             land(found, folder, plan, outcomes)
             gather.add(index, outcomes, uses)
         except Exception as exc:  # the task failed (a worker died, a node was lost)
-            gather.broke(i, names, exc)
+            gather.broke(i, "remote", error_text(exc))
     return gather.outcomes()

@@ -98,7 +98,7 @@ def _unraisable(hook):
 @contextmanager
 def installed() -> Iterator[None]:
     """SIGINT and SIGTERM routed to the handler (main thread only; elsewhere nothing changes), with no signal
-    pending at the start; the previous handlers and unraisable hook come back afterwards."""
+    pending at the start or afterwards; the previous handlers and unraisable hook come back afterwards."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -112,6 +112,7 @@ def installed() -> Iterator[None]:
         for number, handler in previous.items():
             signal.signal(number, handler)
         sys.unraisablehook = hook
+        reset()
 
 
 def reset() -> None:

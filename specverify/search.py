@@ -19,7 +19,7 @@ from typing import Callable
 from hypothesis import errors as hypothesis_errors
 from hypothesis import given, seed as hypothesis_seed, strategies as st
 
-from specverify import cases, env, interrupts
+from specverify import cases, env, interrupts, stage_memo
 from specverify.backends import Target
 from specverify.calls import error_text
 from specverify.checks import Context, Outcome
@@ -73,7 +73,9 @@ Judge = Callable[[Target, Example, Context], dict]
 
 def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ctx: Context) -> Outcome:
     """Draw up to `planned` examples of `tier` and hand each to `judge` (which raises Failure, or returns
-    what it measured: the outcome keeps the largest value of each measure)."""
+    what it measured: the outcome keeps the largest value of each measure). Within a stage's scope, the
+    draws of an earlier target's passing search with the same strategy, seed and budget are handed over
+    again without Hypothesis (`stage_memo`); if one fails, the search runs with Hypothesis."""
     stage = target.stage
     outcome = Outcome(stage.name, target.backend.name, target.device, check, planned=planned)
     started = time.perf_counter()
@@ -81,12 +83,16 @@ def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ct
     seen: Counter = Counter()
     timing: Counter = Counter()
     token, clocks = coverage.set(seen), spent.set(timing)
+    seed = seed_for(ctx.run_seed, stage.name, tier if check == tier else f"{tier}:{check}")
+    memo, key = shared_draws(target, check, tier, seed, planned, ctx)
+    drawn: list[Example] = []
 
     def probe(example: Example) -> None:
         if ctx.deadline is not None and time.monotonic() > ctx.deadline:
             raise Abandon()
         if failing and outcome.examples - outcome.found_after >= SHRINK_BUDGET.get(getattr(failing[0][1], "kind", ""), 10**9):
             raise Abandon()
+        drawn.append(example)
         outcome.examples += 1
         if ctx.progress:
             ctx.progress(min(outcome.examples, outcome.planned))
@@ -101,11 +107,18 @@ def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ct
         for key, value in measured.items():
             outcome.measures[key] = max(value, outcome.measures.get(key, value))
 
-    test = hypothesis_seed(seed_for(ctx.run_seed, stage.name, tier if check == tier else f"{tier}:{check}"))(
-        ctx.profile.hypothesis_settings(outcome.planned)(given(tier_strategy(target, tier))(probe)))
+    earlier = memo.draws.get(key) if key is not None else None
     try:
-        with interrupts.deferred():    # a signal inside Hypothesis's engine waits for the next example
-            test()
+        if earlier is not None and replayed(earlier.examples, probe, outcome, failing):
+            seen.update(earlier.coverage)
+        else:
+            drawn.clear()
+            test = hypothesis_seed(seed)(ctx.profile.hypothesis_settings(outcome.planned)(
+                given(tier_strategy(target, tier))(probe)))
+            with interrupts.deferred():    # a signal inside Hypothesis's engine waits for the next example
+                test()
+            if key is not None and not failing:
+                memo.keep_draws(key, drawn, seen)
     except Abandon:
         if failing:
             record_failure(target, check, ctx, outcome, *failing[-1])
@@ -147,6 +160,29 @@ def not_repeated(target: Target, ctx: Context, first: BaseException) -> Failure:
                        f"not repeat", first.detail, kind)
     return Failure(f"{target.label} is nondeterministic: it failed on an input, then passed on it "
                    f"({getattr(first, 'headline', first)})", getattr(first, "detail", ""))
+
+
+def shared_draws(target: Target, check: str, tier: str, seed: int, planned: int, ctx: Context):
+    """(the stage's memo, the key of this search's draws in it), or (None, None) where draws are not shared:
+    no scope, a declared domain, or a profile whose draws depend on more than the seed (an example database,
+    randomized phases)."""
+    memo = stage_memo.current.get()
+    if memo is None or target.domain is not None or ctx.profile.database or ctx.profile.randomized:
+        return None, None
+    return memo, (target.stage.name, target.stage.dialect, tier, check, seed, planned, target.slow)
+
+
+def replayed(examples: list[Example], probe, outcome: Outcome, failing: list) -> bool:
+    """Hand `examples` to `probe` in order: True when every one passed; else the outcome is as before the
+    first (the search then runs with Hypothesis, which finds and shrinks the failure itself)."""
+    try:
+        for example in examples:
+            probe(example)
+        return True
+    except Exception:  # a failure, or anything else the search will meet again and report
+        outcome.examples, outcome.found_after, outcome.measures = 0, None, {}
+        failing.clear()
+        return False
 
 
 def record_failure(target: Target, check: str, ctx: Context, outcome: Outcome, example: Example,

@@ -17,6 +17,7 @@ never into the suite's corpus.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from dataclasses import dataclass, replace
@@ -154,16 +155,27 @@ def planned(targets: list[Target], plan: RunPlan) -> int:
 
 
 def run(targets: list[Target], plan: RunPlan, listener: Listener | None = None) -> list[Outcome]:
+    """Every target's checks in this process, in order; a stage's targets in one `stage_scope`."""
     env.prepare()
     listener = listener or Listener()
     outcomes: list[Outcome] = []
-    for target in targets:
-        try:
-            outcomes += run_target(target, plan, listener)
-        except Interrupted as stop:
-            stop.outcomes = outcomes + stop.outcomes
-            raise
+    for _, together in itertools.groupby(targets, key=lambda t: t.stage.name):
+        with stage_scope():
+            for target in together:
+                try:
+                    outcomes += run_target(target, plan, listener)
+                except Interrupted as stop:
+                    stop.outcomes = outcomes + stop.outcomes
+                    raise
     return outcomes
+
+
+def stage_scope():
+    """Where one stage's targets run one after another: they share the oracle's answers on the examples
+    they all draw (`specverify.stage_memo`)."""
+    from specverify import stage_memo
+
+    return stage_memo.scope()
 
 
 def run_target(target: Target, plan: RunPlan, listener: Listener, only: set[str] | None = None,

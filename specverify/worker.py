@@ -529,6 +529,7 @@ class Isolated:
         if self.process is not None:
             if self.process.pid is not None:
                 sandbox.end(self.process.pid)
+                LIVE.discard(self.process.pid)
             self.process.join(10)
         if self.channel is not None:
             self.channel.conn.close()
@@ -612,6 +613,16 @@ def memory_words(asked: int) -> str:
     return f"{sandbox.size_text(limit)}, the limit the judge inherited"
 
 
+LIVE: set[int] = set()    # the worker processes this process started and has not ended yet (pids)
+
+
+def end_all() -> None:
+    """End every worker process this process started, with everything each started (a process told to stop
+    at once: a lane of a sharded run)."""
+    for pid in list(LIVE):
+        sandbox.end(pid)
+
+
 def spawn(main, args: tuple):
     """`main(conn, *args)` started in a worker process, and the judge's Channel to it; one retry with a
     fresh forkserver when the server is gone or does not answer (`start_within`; the second failure is
@@ -630,6 +641,7 @@ def spawn(main, args: tuple):
                 raise
             continue
         child.close()
+        LIVE.add(process.pid)
         return process, Channel(parent, process.sentinel)
     raise AssertionError("unreachable")
 
@@ -700,5 +712,6 @@ def ask_once(main, args: tuple, timeout: float, limit: int) -> dict | str:
     finally:
         if process.pid is not None:
             sandbox.end(process.pid)
+            LIVE.discard(process.pid)
         process.join(10)
         channel.conn.close()

@@ -2,6 +2,9 @@
 
 They wrap the real Torch kernel and then break one promise, as a real engine kernel might.
 """
+import os
+import signal
+
 import torch
 
 from specverify.kernels.torch.rejection import greedy
@@ -24,3 +27,8 @@ def bonus_even_after_reject(**kw):
     greedy_rows = kw["is_greedy"] if kw["is_greedy"] is not None else torch.ones(len(cu), dtype=torch.bool)
     out = kw["output_token_ids"]
     out[rows[greedy_rows], counts[greedy_rows]] = kw["bonus_token_ids"][greedy_rows].to(torch.int32)
+
+
+def kills_its_process(**kw):
+    """A kernel that takes its process down (as a segfault would)."""
+    os.kill(os.getpid(), signal.SIGKILL)

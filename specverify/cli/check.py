@@ -49,7 +49,7 @@ def run(args) -> int:
 
 def header(chosen: selection.Selection, args) -> str:
     plan = chosen.plan
-    mode = ("isolated" if plan.isolated or chosen.judges_outside else "in process") + spread(args)
+    mode = ("isolated" if plan.isolated or chosen.judges_outside else "in process") + spread(args, chosen)
     lines = []
     if chosen.vendor is not None:
         v = chosen.vendor
@@ -62,33 +62,32 @@ def header(chosen: selection.Selection, args) -> str:
     return "\n".join(lines)
 
 
-def spread(args) -> str:
+def spread(args, chosen: selection.Selection) -> str:
     """How the run is spread, for its first line; bad --devices or --ray values are usage errors here."""
     if args.devices and args.ray:
         raise options.UsageError("--devices and --ray exclude each other")
-    if args.devices:
-        from specverify import shard
+    if args.ray:
+        return f", Ray ({args.ray})"
+    from specverify import shard
 
-        try:
-            chosen = shard.lanes(args.devices)
-        except shard.DevicesError as exc:
-            raise options.UsageError(str(exc)) from None
-        return f", {len(chosen)} worker(s): {', '.join(lane.name for lane in chosen)}"
-    return f", Ray ({args.ray})" if args.ray else ""
+    try:
+        lanes = shard.spread(args.devices, chosen.targets, chosen.plan)
+    except shard.DevicesError as exc:
+        raise options.UsageError(str(exc)) from None
+    return f", {len(lanes)} worker(s): {', '.join(lane.name for lane in lanes)}" if lanes else ""
 
 
 def run_targets(chosen: selection.Selection, args, listener) -> list[Outcome]:
-    """In this process, over local workers (--devices) or over Ray (--ray)."""
+    """Over Ray (--ray), or over local workers (--devices; by default one per core where every target runs on
+    the CPU) or in this process (`shard.run`)."""
     try:
         if args.ray:
             from specverify import cluster
 
             return cluster.run(chosen.targets, chosen.plan, args.ray, listener)
-        if args.devices:
-            from specverify import shard
+        from specverify import shard
 
-            return shard.run_local(chosen.targets, chosen.plan, args.devices, listener)
-        return session.run(chosen.targets, chosen.plan, listener)
+        return shard.run(chosen.targets, chosen.plan, args.devices, listener)
     except session.ImplementationNotFound as exc:
         raise options.UsageError(f"--impl {exc}") from None
     except ValueError as exc:     # shard.DevicesError, cluster.RayError: --devices or --ray
