@@ -176,6 +176,10 @@ def source_problem(source: str) -> str | None:
     return None
 
 
+class Declared(Exception):
+    """What is wrong with a declaration, in words (no exception class name)."""
+
+
 def declaration_main(conn, ref: str) -> None:
     """In a contained worker: import the declaration and answer with its stage -> "module:function" mapping."""
     from specverify import env, sandbox
@@ -194,12 +198,23 @@ def declaration_main(conn, ref: str) -> None:
         import importlib
 
         module_name, _, attr = ref.partition(":")
-        declared = getattr(importlib.import_module(module_name), attr)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if not exc.name or not (module_name == exc.name or module_name.startswith(exc.name + ".")):
+                raise
+            raise Declared(f"no module named {exc.name!r}") from None
+        except BaseException as exc:  # the vendor's own code failed while it was imported
+            raise Declared(f"importing {module_name} raised {error_text(exc)}") from None
+        if not hasattr(module, attr):
+            raise Declared(f"module {module_name} has no attribute {attr!r}")
+        declared = getattr(module, attr)
         if not isinstance(declared, Mapping):
-            raise TypeError(f"{ref} is not a mapping of stage names to implementations "
-                            f"(a {type(declared).__name__})")
+            raise Declared(f"{ref} is not a mapping of stage names to implementations (a {type(declared).__name__})")
         answer: dict[str, Any] = {"ok": True, "implementations": {str(k): entry(k, v) for k, v in declared.items()}}
         json_safe(answer)
+    except Declared as exc:
+        answer = {"ok": False, "error": str(exc)}
     except BaseException as exc:  # whatever importing vendor code does is reported, never raised here
         answer = {"ok": False, "error": error_text(exc)}
     conn.send_bytes(json.dumps(answer).encode())
@@ -209,7 +224,7 @@ def entry(stage: Any, value: Any) -> dict:
     """A declared stage as {"impl": "module:function", ...}: a plain implementation, or a table naming it."""
     if isinstance(value, Mapping):
         if "impl" not in value:
-            raise TypeError(f"{stage}: a declaration table must name its implementation under 'impl'")
+            raise Declared(f"{stage}: a declaration table must name its implementation under 'impl'")
         return {**{str(k): v for k, v in value.items()}, "impl": import_path(value["impl"])}
     return {"impl": import_path(value)}
 
@@ -220,7 +235,7 @@ def import_path(impl: Any) -> str:
         return impl
     module, name = getattr(impl, "__module__", None), getattr(impl, "__qualname__", "")
     if module is None or getattr(sys.modules.get(module), name, None) is not impl:
-        raise TypeError(f"{impl!r} is not a module-level function: name it as 'module:function'")
+        raise Declared(f"{impl!r} is not a module-level function: name it as 'module:function'")
     return f"{module}:{name}"
 
 
@@ -228,5 +243,5 @@ def json_safe(answer: dict) -> None:
     try:
         json.dumps(answer, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"the declaration must be JSON-safe data (tables, lists, strings, numbers, "
-                        f"booleans): {exc}") from None
+        raise Declared(f"the declaration must be JSON-safe data (tables, lists, strings, numbers, "
+                       f"booleans): {exc}") from None
