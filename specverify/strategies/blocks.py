@@ -36,9 +36,16 @@ def aim(value: float, metric: str) -> None:
 
 
 @st.composite
-def generator(draw) -> np.random.Generator:
-    """A NumPy generator for bulk values; shrinks towards seed 0."""
+def _generator(draw) -> np.random.Generator:
     return np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+
+
+GENERATOR = _generator()
+
+
+def generator():
+    """A NumPy generator for bulk values; shrinks towards seed 0."""
+    return GENERATOR
 
 
 @st.composite
