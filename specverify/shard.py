@@ -440,7 +440,7 @@ class Workers:
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None   # inherited while it starts
         try:
             process = self.ctx.Process(target=lane_main, args=(self.lanes[slot], theirs, self.plan),
-                                       name=f"specverify {self.lanes[slot].name}", daemon=True)
+                                       name=f"specverify {self.lanes[slot].name}")
             process.start()
         finally:
             if main:
