@@ -9,7 +9,6 @@ slot) often point at a written token's slot, so writing one clobbers an accepted
 """
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 
@@ -21,6 +20,8 @@ from specverify.strategies.blocks import (batch_size, generator, invalid, label,
 
 def cast(values: np.ndarray, dtype: str) -> np.ndarray:
     """float64 values in a source dtype, clipped to its finite range (bf16 rounds through float32)."""
+    import ml_dtypes      # here, not at import: its import takes a second, and only kv draws need it
+
     top = float(ml_dtypes.finfo(dtype).max)
     return np.clip(values, -top, top).astype(np.float32).astype(dtype)
 
@@ -48,6 +49,8 @@ def source_values(draw, rng, shape: tuple, dtype: str, cache_dtype: str, scale: 
     elif kind == "wide":
         values = np.ldexp(rng.random(size) + 0.5, rng.integers(-30, 20, size))
     elif kind == "subnormal":   # the source dtype's subnormals, and normals around them
+        import ml_dtypes
+
         tiny = float(ml_dtypes.finfo(dtype).smallest_normal)
         values = tiny * np.ldexp(rng.random(size), rng.integers(-10, 2, size))
     else:
