@@ -28,11 +28,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable
 
-import libcst as cst
-import libcst.matchers as match
-from libcst._nodes.internal import CodegenState     # code_for_node at a given indentation (see _Source.code)
-from libcst.metadata import (ExpressionContext, ExpressionContextProvider, MetadataWrapper, ParentNodeProvider,
-                             PositionProvider, ScopeProvider)
+from specverify.extras import missing
+
+try:                         # the `mutate` extra
+    import libcst as cst
+    import libcst.matchers as match
+    from libcst._nodes.internal import CodegenState     # code_for_node at a given indentation (see _Source.code)
+    from libcst.metadata import (ExpressionContext, ExpressionContextProvider, MetadataWrapper, ParentNodeProvider,
+                                 PositionProvider, ScopeProvider)
+except ImportError as exc:
+    raise missing(exc, "libcst", "mutate", "mutation runs") from None
 
 OPERATORS: dict[str, str] = {
     "compare-flip": "a comparison flipped: < and <=, > and >=, == and !=",

@@ -165,11 +165,12 @@ def not_repeated(target: Target, ctx: Context, first: BaseException) -> Failure:
 def shared_draws(target: Target, check: str, tier: str, seed: int, planned: int, ctx: Context):
     """(the stage's memo, the key of this search's draws in it), or (None, None) where draws are not shared:
     no scope, a declared domain, or a profile whose draws depend on more than the seed (an example database,
-    randomized phases)."""
+    randomized phases). The key names the tier's strategy, not the dialect: a dialect that keeps the
+    record's draws (no valid or hazard strategy of its own) shares them, its seed being the stage's."""
     memo = stage_memo.current.get()
     if memo is None or target.domain is not None or ctx.profile.database or ctx.profile.randomized:
         return None, None
-    return memo, (target.stage.name, target.stage.dialect, tier, check, seed, planned, target.slow)
+    return memo, (target.stage.name, target.stage.strategy(tier), tier, check, seed, planned, target.slow)
 
 
 def replayed(examples: list[Example], probe, outcome: Outcome, failing: list) -> bool:

@@ -1,18 +1,20 @@
-"""Sharded runs: a session's targets spread over worker processes (one per GPU, or per CPU core) or
-over Ray tasks.
+"""Sharded runs: a session's targets spread over workers (one per GPU, or per CPU core) or over Ray tasks.
 
 Every target runs with all its checks by `session.run_target` exactly as in one process (its time limit,
 its caller, its skip waivers). A local run's unit of work is one stage: its targets, in order, in one
-worker (so the stage's oracle outcomes are shared, `session.stage_scope`). Workers are spawned processes
-("lanes"), each pinned to one GPU by CUDA_VISIBLE_DEVICES set before CUDA is touched in it, or unpinned
-(`cpu:N`, and the default on a machine without CUDA: one per core this process may use); they take the
-next stage from one queue and report every event (a check started, its progress, its outcome) through
-another. Checks that compare devices (`Check.spans_devices`) run in the driver, which sees every device.
-The driver settles waivers and feeds the one listener every outcome in the order of a run in one
-process, as soon as the outcomes before it have come. A worker that dies fails the checks of its stage
-it had not finished ("the worker running ... ended") and another takes its place; SIGTERM or Ctrl-C ends
-the workers and the run with the outcomes that came. The draws depend on the run seed, the stage and the
-tier only (`profiles.seed_for`), so the examples checked do not depend on the number of workers.
+worker and one `session.stage_scope` (the later targets are handed the earlier ones' draws and the
+oracle's answers). `spread` chooses the workers ("lanes"): those --devices names, each pinned to one GPU
+by CUDA_VISIBLE_DEVICES set before CUDA is touched in it, or unpinned (`cpu:N`); without --devices, one
+per usable core where every target runs on the CPU. An unpinned lane 0 is this process, which takes
+stages like the others once its own work is done (its imports are); the others are spawned processes,
+each asking the driver for the next stage over a pipe of its own and sending every event (a check
+started, its progress, its outcome) back on it. Checks that compare devices (`Check.spans_devices`) run
+in the driver, which sees every device. The driver settles waivers and hands the one listener every
+outcome in the order of a run in one process, as soon as the outcomes before it have come. A worker
+process that dies fails the checks of its stage it had not finished and another takes its place;
+SIGTERM or Ctrl-C ends the workers and the run with the outcomes that came. The draws depend on the run
+seed, the stage and the tier only (`profiles.seed_for`, `search.seed_only`), so the examples checked do
+not depend on the number of workers.
 """
 from __future__ import annotations
 
@@ -87,7 +89,6 @@ def visible_gpus() -> list[str]:
     count = torch.cuda.device_count()
     listed = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     return listed[:count] if len(listed) >= count else [str(i) for i in range(count)]
-
 
 
 def usable_cores() -> int:
@@ -368,6 +369,7 @@ class Workers:
         self.ctx = multiprocessing.get_context("spawn")
         self.gather, self.plan, self.remote, self.lanes = gather, shipping(plan), remote, chosen
         self.units = units(gather.targets, remote)
+        self.described = {i: describe(gather.targets[i]) for i, _ in remote}    # DevicesError before any start
         self.pending = list(range(len(self.units)))[::-1]     # popped from the end: in order
         self.lock = threading.Lock()
         self.running: dict[int, int] = {}                      # lane slot -> the unit it runs
@@ -402,7 +404,7 @@ class Workers:
                 self.running.pop(slot, None)
                 return None
             number = self.running[slot] = self.pending.pop()
-        return number, [(i, describe(self.gather.targets[i]), names) for i, names in self.units[number]]
+        return number, [(i, self.described[i], names) for i, names in self.units[number]]
 
     def drive(self) -> None:
         """This process's lane: stages until none is left (nothing when it has no lane)."""

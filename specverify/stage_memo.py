@@ -9,7 +9,8 @@ run one after another) two things drawn or computed for the first target serve t
   so a dialect's oracle never answers for the record's. The oracle target still calls the oracle in its
   own checks: only the expected outputs it is judged against may come from here.
 - the draws of a search that passed (`search.search`): a later target's search with the same strategy,
-  seed and budget hands it the same examples again, without Hypothesis, as Hypothesis would have drawn
+  seed and budget (a dialect's target too, where the dialect keeps the record's strategy for the tier)
+  hands it the same examples again, without Hypothesis, as Hypothesis would have drawn
   them (a passing search's draws do not depend on the test function); where one of them fails, that
   target's search runs with Hypothesis from the start, so its failure is found and shrunk as without the
   memo. Only for profiles without an example database or randomized phases (ci, conformance).

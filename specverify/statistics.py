@@ -15,7 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+
+from specverify.extras import missing
+
+try:                         # the `test` extra
+    from scipy import stats
+except ImportError as exc:
+    raise missing(exc, "scipy", "test", "the statistical tests") from None
 
 #: Per-test significance level of the statistical tier (see tests/test_rejection_statistics.py for
 #: the family-wise false-alarm bound this implies).

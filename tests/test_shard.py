@@ -109,6 +109,13 @@ def test_a_spawned_worker_checks_what_one_process_checks(serial, tmp_path):
     assert {o.worker for o in outcomes} == {"cpu worker 1"}
 
 
+def test_a_spawned_worker_runs_isolated_targets(tmp_path):
+    """An implementation run in a worker process of its own (isolated), from a spawned worker."""
+    plan = session.RunPlan.build("ci", seed=7, examples=6, findings=tmp_path, checks=("valid",), isolate=True)
+    [outcome] = shard.run_local([backends.target(EXPAND, "torch", "cpu")], plan, [shard.Lane(None, "cpu worker 1")])
+    assert (outcome.status, outcome.worker) == ("passed", "cpu worker 1"), outcome.headline
+
+
 def test_a_worker_that_dies_fails_its_stage_and_is_replaced(tmp_path):
     """A kernel that kills its worker process: that target's checks (and those of its stage's targets not
     finished) fail, naming the worker and the signal; the next stage runs in a new worker and passes."""

@@ -139,3 +139,20 @@ def test_a_later_target_is_handed_the_draws_of_an_earlier_passing_search(monkeyp
         [failed_shared] = session.run_target(planted, plan, session.Listener())
     assert failed_alone.status == failed_shared.status == "failed"
     assert (failed_alone.found_after, failed_alone.headline) == (failed_shared.found_after, failed_shared.headline)
+
+
+def test_a_dialect_that_keeps_the_records_draws_shares_them(monkeypatch):
+    """tree.verify_greedy's longest_path has no strategy of its own: its targets are handed the record's
+    draws; rejection.random's strict draws its own valid tier, so its search runs with Hypothesis."""
+    plan = session.RunPlan.build("ci", examples=30, keep_findings=False, checks=("valid",))
+    runs = []
+    seed_only = search.seed_only
+    monkeypatch.setattr(search, "seed_only", lambda: (runs.append(1), seed_only())[1])
+    for name, dialect, shared in (("tree.verify_greedy", "longest_path", True), ("rejection.random", "strict", False)):
+        stage = registry.all_stages()[name]
+        alone = drawn(backends.target(stage, "torch", "cpu", dialect=dialect), plan, monkeypatch)
+        with session.stage_scope():
+            drawn(backends.target(stage, "oracle", "cpu"), plan, monkeypatch)
+            before = len(runs)
+            assert drawn(backends.target(stage, "torch", "cpu", dialect=dialect), plan, monkeypatch) == alone
+            assert len(runs) == before + (0 if shared else 1), name

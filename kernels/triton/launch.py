@@ -15,7 +15,8 @@ keyword options. When a specialization is first kept, Triton's own cache key for
 select the kernel it returned; if it does not (a Triton whose `run` differs), the kernel goes back to
 `kernel[grid]` for good. Plain `kernel[grid]` is also used in the Triton interpreter, for Triton
 versions without `compute_cache_key`, while a pre-run hook or a stage-inspection hook is set, inside
-`plain_launch()`, with SPECVERIFY_PLAIN_LAUNCH=1 (read at import), and when building the key raises.
+`plain_launch()`, with SPECVERIFY_PLAIN_LAUNCH=1 (read at import), and when building the key raises; in
+the interpreter the launch's device calls patch the language once (`interpreted.once`).
 Not re-checked on the fast path: Triton's guard that module globals used by the kernel keep the values
 they had when it was compiled (the kernels here read only constants).
 """
@@ -26,6 +27,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import partial
 from typing import Any, Iterator
+
+from specverify.kernels.triton import interpreted
 
 try:                                  # the pieces of Triton's runtime the fast path relies on
     from triton import knobs
@@ -149,7 +152,11 @@ def launch(kernel, grid: tuple[int, ...], *args, **meta) -> None:
     fast = None if _plain else state(kernel)
     recorder = RECORDER.get()
     if fast is None or kernel.pre_run_hooks or getattr(knobs.runtime, "add_stages_inspection_hook", None):
-        kernel[grid](*args, **meta)
+        if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+            kernel[grid](*args, **meta)
+        else:
+            with interpreted.once(kernel):
+                kernel[grid](*args, **meta)
         if recorder is not None:
             recorder.launched(kernel, grid, None, None)
         return

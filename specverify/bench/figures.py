@@ -13,7 +13,7 @@ def missing() -> str | None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        return ("matplotlib is not installed: no plots (draw them later with "
+        return ("matplotlib is not installed: no plots (pip install 'specverify[bench]', then draw them with "
                 "`specverify bench --plot-from results.json`)")
     return None
 

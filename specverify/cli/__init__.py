@@ -4,7 +4,8 @@ per command (`specverify.cli.<command>`), every option from the one table in `sp
 Exit status: 0 when everything checked passed (failures every one covered by an expect-fail waiver
 included); 1 on any other failure, a waiver that is no longer needed, or a run ended by SIGINT or SIGTERM
 (its reports hold what finished); 2 on bad usage (a bad option value, a waiver or declaration file, a
-vendor or --impl that names nothing, a --cases path that is a file, a time limit that is not finite or
+vendor or --impl that names nothing, a --cases path that is a file, an extra the command needs that is
+not installed, a time limit that is not finite or
 over a week), an unreadable or damaged case or report (`matrix`), a report or matrix that could not be
 written: one line naming the option or file and the rule; 3 when nothing was checked (every target
 skipped) or a worker could not be set up; 4 when incomplete: every check that ran passed, but some target's
@@ -67,12 +68,13 @@ def parsed(argv: list[str] | None):
 
 def command(args) -> int:
     from specverify import options
+    from specverify.extras import MissingExtra
 
     try:
         with warnings.catch_warnings():   # kernels' and libraries' warnings are not the run's output
             warnings.simplefilter("ignore")
             return importlib.import_module(f"specverify.cli.{MODULES[args.command]}").run(args)
-    except options.UsageError as exc:
+    except (options.UsageError, MissingExtra) as exc:
         print(f"specverify {args.command}: error: {exc}", flush=True)
         return options.USAGE
     except BaseException as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from functools import lru_cache, wraps
 
 import numpy as np
 from hypothesis import event, strategies as st, target
@@ -20,6 +21,22 @@ VOCAB_EDGES = (1, 2, 8191, 8192, 8193, 151936)   # one id, tile edges and a real
 MODES = ("plain", "plain", "plain", "single", "stress", "stress")
 
 coverage: ContextVar[Counter | None] = ContextVar("specverify_coverage", default=None)
+
+
+def reused(factory):
+    """`factory` (a function that builds a strategy) giving one strategy object per distinct hashable
+    arguments: Hypothesis validates a strategy object at its first draw, which a block built anew for
+    every example would pay each time. The draws are the same."""
+    cached = lru_cache(maxsize=4096)(factory)
+
+    @wraps(factory)
+    def build(*args, **kwargs):
+        try:
+            return cached(*args, **kwargs)
+        except TypeError:          # an unhashable argument (a declared domain holding lists, say)
+            return factory(*args, **kwargs)
+
+    return build
 
 
 def label(text: str) -> None:
@@ -36,11 +53,19 @@ def aim(value: float, metric: str) -> None:
 
 
 @st.composite
-def generator(draw) -> np.random.Generator:
-    """A NumPy generator for bulk values; shrinks towards seed 0."""
+def _generator(draw) -> np.random.Generator:
     return np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
 
 
+GENERATOR = _generator()
+
+
+def generator():
+    """A NumPy generator for bulk values; shrinks towards seed 0."""
+    return GENERATOR
+
+
+@reused
 @st.composite
 def mode(draw) -> str:
     """How rare classes are drawn: "plain" (each at its own rate), "single" (one request with one
@@ -53,6 +78,7 @@ def mode(draw) -> str:
     return chosen
 
 
+@reused
 @st.composite
 def bound(draw, high: int, small: int = 4) -> int:
     """An exclusive upper bound for bulk values drawn below `high`: `high` itself three times in four,
@@ -81,6 +107,7 @@ class DraftBatch:
         return int(self.counts.sum())
 
 
+@reused
 def batch_size(ctx: DrawContext, low: int = 0, high: int | None = None) -> st.SearchStrategy[int]:
     """0 or 1, small (up to 16), and anything up to `high` and the context's limit."""
     high = max(low, ctx.max_batch if high is None else min(high, ctx.max_batch))
@@ -88,6 +115,7 @@ def batch_size(ctx: DrawContext, low: int = 0, high: int | None = None) -> st.Se
     return st.one_of(*[st.integers(a, min(b, high)) for a, b in bands if a <= min(b, high)])
 
 
+@reused
 @st.composite
 def draft_batch(draw, ctx: DrawContext, low: int = 0, max_tokens: int | None = None,
                 kind: str | None = None) -> DraftBatch:
@@ -144,6 +172,7 @@ def exclusive_offsets(counts: np.ndarray, dtype: str = "int32") -> np.ndarray:
     return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(dtype)
 
 
+@reused
 @st.composite
 def vocab_size(draw, ctx: DrawContext) -> int:
     """A single id, tile edges (2, 8191, 8192, 8193, 151936) and small sizes; the interpreter stays
@@ -156,6 +185,7 @@ def vocab_size(draw, ctx: DrawContext) -> int:
     return vocab
 
 
+@reused
 @st.composite
 def host_hint(draw, name: str, largest: int, given: bool | None = None) -> int | None:
     """An optional host hint of a value the data holds (`largest`): None (unless the declared domain says
@@ -169,6 +199,7 @@ def host_hint(draw, name: str, largest: int, given: bool | None = None) -> int |
 SMALL_ARRAY = 8   # arrays up to this size get their values drawn one by one (they shrink to 0, 1, ...)
 
 
+@reused
 @st.composite
 def token_ids(draw, size: int, vocab: int, dtype: str = "int32", stress: bool = False,
               excluded: frozenset[str] = frozenset()) -> np.ndarray:
@@ -197,6 +228,7 @@ def token_ids(draw, size: int, vocab: int, dtype: str = "int32", stress: bool = 
     return ids.astype(dtype)
 
 
+@reused
 @st.composite
 def layout(draw, ndim: int, strided: bool | None = None) -> Layout | None:
     """None (contiguous) or a strided view (always when `strided`): a step of 1-3 on every axis, the
@@ -224,10 +256,12 @@ def layout(draw, ndim: int, strided: bool | None = None) -> Layout | None:
     return Layout(steps, pads, order)
 
 
+@reused
 def index_dtype(allowed: tuple[str, ...] = ("int32", "int64")) -> st.SearchStrategy[str]:
     return st.sampled_from(allowed)
 
 
+@reused
 @st.composite
 def labelled_dtype(draw, field: str, ctx: DrawContext) -> str:
     """int32 or int64 for an index field whose dtype the contract leaves open (within the declared domain)."""
