@@ -6,15 +6,15 @@ worker and one `session.stage_scope` (the later targets are handed the earlier o
 oracle's answers). `spread` chooses the workers ("lanes"): those --devices names, each pinned to one GPU
 by CUDA_VISIBLE_DEVICES set before CUDA is touched in it, or unpinned (`cpu:N`); without --devices, one
 per usable core where every target runs on the CPU. An unpinned lane 0 is this process, which takes
-stages like the others once its own work is done (its imports are); the others are spawned processes,
-each asking the driver for the next stage over a pipe of its own and sending every event (a check
+stages in order once its own work is done (its imports are); the others, spawned processes, take the
+heaviest stage left (`weight`), so that no long stage is left for the end, each asking the driver for the next stage over a pipe of its own and sending every event (a check
 started, its progress, its outcome) back on it. Checks that compare devices (`Check.spans_devices`) run
 in the driver, which sees every device. The driver settles waivers and hands the one listener every
 outcome in the order of a run in one process, as soon as the outcomes before it have come. A worker
 process that dies fails the checks of its stage it had not finished and another takes its place;
 SIGTERM or Ctrl-C ends the workers and the run with the outcomes that came. The draws depend on the run
-seed, the stage and the tier only (`profiles.seed_for`, `search.seed_only`), so the examples checked do
-not depend on the number of workers.
+seed, the stage and the tier only (`profiles.seed_for`, `profiles.keep_draws_to_the_seed`), so the
+examples checked do not depend on the number of workers.
 """
 from __future__ import annotations
 
@@ -242,6 +242,17 @@ def units(targets: list[Target], remote: list[tuple[int, set[str]]]) -> list[lis
     return list(grouped.values())
 
 
+def weight(targets: list[Target], unit: list[tuple[int, set[str]]]) -> float:
+    """A rough cost of a unit, to hand the heavy stages out first: per check, an interpreted target costs
+    six of a compiled one, and each float input with a vocabulary axis (a probability table) adds two."""
+    total = 0.0
+    for i, names in unit:
+        target = targets[i]
+        tables = sum("float" in f.dtype and "V" in f.shape.replace(" ", "").split(",") for f in target.stage.inputs)
+        total += len(names) * (6 if target.slow else 1) * (1 + 2 * tables)
+    return total
+
+
 class Gather:
     """The driver's record of a sharded run: outcomes by target, each handed to the one listener (waivers
     settled first) in the order of a run in one process, as soon as every outcome before it has come. A
@@ -357,8 +368,10 @@ def shipping(plan: RunPlan) -> RunPlan:
 
 
 class Workers:
-    """The driver's workers, one per lane, each given the next stage when it asks. A lane `here` is this
-    process (after the driver's own work it takes stages like the others, its imports done); the others
+    """The driver's workers, one per lane, each given a stage when it asks: this process's lane the first
+    left (so the first result lines come early), the others the heaviest left by `weight` (so no long
+    stage is left for the end). A lane `here` is this process (after the driver's own work it takes
+    stages like the others, its imports done); the others
     are spawned processes (nothing of this process's CUDA state or threads is inherited), each with a pipe
     of its own, so a process that ends is seen as the end of its pipe, after everything it sent. One that
     ends in the middle of a stage fails that stage's unfinished targets and is replaced while stages are
@@ -370,7 +383,8 @@ class Workers:
         self.gather, self.plan, self.remote, self.lanes = gather, shipping(plan), remote, chosen
         self.units = units(gather.targets, remote)
         self.described = {i: describe(gather.targets[i]) for i, _ in remote}    # DevicesError before any start
-        self.pending = list(range(len(self.units)))[::-1]     # popped from the end: in order
+        self.pending = list(range(len(self.units)))           # this process's lane takes the first
+        self.weights = [weight(gather.targets, unit) for unit in self.units]   # the others the heaviest
         self.lock = threading.Lock()
         self.running: dict[int, int] = {}                      # lane slot -> the unit it runs
         self.links: dict[int, tuple[multiprocessing.Process, object]] = {}
@@ -403,7 +417,8 @@ class Workers:
             if not self.pending:
                 self.running.pop(slot, None)
                 return None
-            number = self.running[slot] = self.pending.pop()
+            at = 0 if slot == self.local else max(range(len(self.pending)), key=lambda k: self.weights[self.pending[k]])
+            number = self.running[slot] = self.pending.pop(at)
         return number, [(i, self.described[i], names) for i, names in self.units[number]]
 
     def drive(self) -> None:

@@ -146,8 +146,8 @@ def test_a_dialect_that_keeps_the_records_draws_shares_them(monkeypatch):
     draws; rejection.random's strict draws its own valid tier, so its search runs with Hypothesis."""
     plan = session.RunPlan.build("ci", examples=30, keep_findings=False, checks=("valid",))
     runs = []
-    seed_only = search.seed_only
-    monkeypatch.setattr(search, "seed_only", lambda: (runs.append(1), seed_only())[1])
+    hypothesis_seed = search.hypothesis_seed       # called once per search that runs with Hypothesis
+    monkeypatch.setattr(search, "hypothesis_seed", lambda seed: (runs.append(1), hypothesis_seed(seed))[1])
     for name, dialect, shared in (("tree.verify_greedy", "longest_path", True), ("rejection.random", "strict", False)):
         stage = registry.all_stages()[name]
         alone = drawn(backends.target(stage, "torch", "cpu", dialect=dialect), plan, monkeypatch)
