@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.terminated import terminated_once
+
 ROOT = Path(__file__).resolve().parents[1]
 EXPAND = "specverify.kernels.torch.rejection:expand"
 GREEDY = "specverify.kernels.torch.rejection:greedy"
@@ -173,20 +175,12 @@ def test_sigterm_ends_the_run_with_the_report_of_what_finished(tmp_path):
                              "--findings", str(tmp_path / "cases"), "--report", str(report)],
                             cwd=tmp_path, env=environment(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
-    try:
-        first = proc.stdout.readline().decode()
-        assert "specverify check: profile" in first, first
-        deadline = time.monotonic() + 60
-        while not marked(mark(tmp_path)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert marked(mark(tmp_path)), "the hanging implementation never started"
-        proc.send_signal(signal.SIGTERM)
-        out = proc.communicate(timeout=60)[0].decode()
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 1, out
-    assert "interrupted by SIGTERM" in out
+
+    def header():
+        line = proc.stdout.readline().decode()
+        assert "specverify check: profile" in line, line
+
+    terminated_once(proc, lambda: marked(mark(tmp_path)), "the hanging implementation never started", header)
     assert json.loads(report.read_text())["interrupted"] == "SIGTERM"
     assert survivors(tmp_path) == []
 

@@ -10,7 +10,6 @@ to 10 seconds of wall time, so on a loaded machine it draws a different number o
 """
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from specverify import backends, properties, registry, session, shard
 from specverify.backends import BACKENDS, Target
 from specverify.checks import CHECKS
 from specverify.kernels.torch.rejection import greedy
+from tests.terminated import terminated_once
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -160,22 +160,14 @@ def test_sigterm_ends_a_spread_run_and_its_workers(tmp_path):
                             cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=True,
                             preexec_fn=lambda: os.sched_setaffinity(0, cores))
-    try:
-        first = proc.stdout.readline().decode()
-        assert "2 worker(s): cpu worker 0, cpu worker 1" in first, first
+
+    def first_lines():
+        header = proc.stdout.readline().decode()
+        assert "2 worker(s): cpu worker 0, cpu worker 1" in header, header
         line = proc.stdout.readline().decode()
         assert line.startswith("ok ") and "[cpu worker" in line, line
-        deadline = time.monotonic() + 60
-        while not others_in_group(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert others_in_group(proc.pid), "no worker process was started"
-        proc.send_signal(signal.SIGTERM)
-        out = proc.communicate(timeout=60)[0].decode()
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 1, out
-    assert "interrupted by SIGTERM" in out
+
+    terminated_once(proc, lambda: bool(others_in_group(proc.pid)), "no worker process was started", first_lines)
     written = json.loads(report.read_text())
     assert written["interrupted"] == "SIGTERM" and written["outcomes"][0]["status"] == "passed"
     assert others_in_group(proc.pid, grace=5) == []

@@ -18,18 +18,15 @@ from typing import Iterator
 
 # the launch under way: [the language modules patched now, whether the launch's own patch has been made]
 _launch: ContextVar[list | None] = ContextVar("specverify_interpreted_launch", default=None)
-_languages: dict = {}             # function -> the language modules its globals name
 
 
 def languages(fn) -> frozenset[int]:
-    """The ids of the language modules (`triton.language`, `triton.language.core`) `fn`'s globals name:
-    the ones `_patch_lang(fn)` patches."""
-    found = _languages.get(fn)
-    if found is None:
-        import triton.language as tl
+    """The ids of the language modules (`triton.language`, `triton.language.core`) `fn`'s globals name now:
+    the ones `_patch_lang(fn)` patches. Not cached: Triton's interpreter copies its own globals (`tl`
+    among them) into a module's when it rewrites a function of it, so the answer can grow."""
+    import triton.language as tl
 
-        found = _languages[fn] = frozenset(id(v) for v in fn.__globals__.values() if v is tl or v is tl.core)
-    return found
+    return frozenset(id(v) for v in fn.__globals__.values() if v is tl or v is tl.core)
 
 
 def _installed():
