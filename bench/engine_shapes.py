@@ -29,11 +29,11 @@ import torch
 import triton
 import triton.language as tl
 
-from specverify.bench import timing
+from specverify.judge import timing
 from specverify.kernels.triton import eagle, rejection
 from specverify.kernels.triton.launch import next_power_of_2
-from specverify.materialize import Bound, plan
-from specverify.registry import all_stages
+from specverify.judge.materialize import Bound, plan
+from specverify.records.registry import all_stages
 
 VOCAB = 151936
 

@@ -32,11 +32,11 @@ import numpy as np
 import torch
 import triton
 
-from specverify.bench import timing
+from specverify.judge import timing
 from specverify.kernels.triton import prepared
-from specverify.materialize import Bound, plan
-from specverify.registry import all_stages
-from specverify.bench.run import reads_vocab
+from specverify.judge.materialize import Bound, plan
+from specverify.records.registry import all_stages
+from specverify.bench.sweep import reads_vocab
 
 VOCAB = 151936
 

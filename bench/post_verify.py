@@ -7,7 +7,7 @@ stop.spec_stopping) with eagle.prepare_inputs_padded beside them.
     OUT=/tmp/out PYTHONPATH=. python bench/post_verify.py
 
 Each case: 20 calls captured in one CUDA graph, the graph replayed (after one warm-up replay) between CUDA
-events, microseconds per call; the median of 5 replays (`specverify.bench.timing.graph_us`, as `specverify
+events, microseconds per call; the median of 5 replays (`specverify.judge.timing.graph_us`, as `specverify
 bench` times). B in (1, 16, 64, 256, 512, 1024), K = 5, V = 151936, inputs from the fused stage's `bench`
 function. The outputs of the three stages and of the fused launch are compared byte for byte (every output,
 output_token_ids included) before timing. Writes $OUT/post_verify.json and prints a table; exits 1 when an
@@ -26,9 +26,9 @@ import triton
 from rich.console import Console
 from rich.table import Table
 
-from specverify.bench import timing
+from specverify.judge import timing
 from specverify.kernels.triton import eagle, rejection, stop
-from specverify.stage import BENCH_SPEC
+from specverify.records.stage import BENCH_SPEC
 from specverify.stages.eagle import VERIFY_AND_PREPARE_PADDED
 
 BATCHES = (1, 16, 64, 256, 512, 1024)

@@ -5,7 +5,7 @@
 For each stage and B in 1..1024 (K = 5 drafts per request, realistic contents built here): microseconds
 per call, after a warm-up call, as `specverify bench` times eager calls (`timing.events_us`: CUDA events
 around 5 blocks of `--calls` / 5 calls, the median block), and the device activities one Torch call
-launches (`specverify.probes.launches`). Prints a table.
+launches (`specverify.judge.probes.launches`). Prints a table.
 """
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from specverify import backends, registry
-from specverify.bench import timing
-from specverify.probes import launches
+from specverify.records import backends, registry
+from specverify.judge import timing
+from specverify.judge.probes import launches
 
 K = 5
 BATCHES = (1, 16, 64, 256, 512, 1024)

@@ -23,10 +23,10 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from specverify import backends, registry
-from specverify.bench import inputs as bench
+from specverify.records import backends, registry
+from specverify.records import bench_inputs as bench
 from specverify.kernels.triton.prepared import METADATA_OPS
-from specverify.stage import Buffer
+from specverify.records.stage import Buffer
 
 K = 5
 GATHERS = {"index", "index_select", "gather", "take", "take_along_dim", "embedding"}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from specverify.bench import timing
+from specverify.judge import timing
 from specverify.kernels.torch import rejection as torch_kernels
 from specverify.kernels.triton import rejection as triton_kernels
 

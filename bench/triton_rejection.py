@@ -6,7 +6,7 @@ For B in BATCHES, V in VOCABS and K = 5 drafts per request: rejection.recovered 
 probs), rejection.sample and rejection.sample_padded (every row greedy: `is_greedy` None and no noise;
 every row random: `is_greedy` all False, with draft probs and noise). Each case: one eager call checked
 byte for byte against the Torch backend (a mismatch is printed loudly and fails the run), then 20 calls
-captured in one CUDA graph and replayed (`specverify.bench.timing.graph_us`); µs per call = event time
+captured in one CUDA graph and replayed (`specverify.judge.timing.graph_us`); µs per call = event time
 of a replay / 20, the median of 5 replays. The eager call runs on a side stream after all work queued on
 the current one (inputs, reference, the -9 fill of its outputs). GB/s counts the probability tables read
 (target, draft probs, inv_q, each once) and the outputs written; the device-to-device copy of a 1 GiB
@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 import triton
 
-from specverify.bench import timing
+from specverify.judge import timing
 from specverify.kernels.torch import rejection as reference
 from specverify.kernels.triton import rejection as kernels
 

@@ -21,8 +21,8 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch  # noqa: E402
 
-from specverify.materialize import Bound, plan  # noqa: E402
-from specverify.registry import all_stages  # noqa: E402
+from specverify.judge.materialize import Bound, plan  # noqa: E402
+from specverify.records.registry import all_stages  # noqa: E402
 
 
 CPU = time.process_time

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles.checks import (dtype_name, need_at_least, need_at_most, need_dtype, need_int,
+from specverify.oracles.arguments import (dtype_name, need_at_least, need_at_most, need_dtype, need_int,
                                        need_ndim)
 
 INDEX = ("int32", "int64")

@@ -28,7 +28,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from specverify.oracles.checks import dtype_name, need_at_least, need_at_most, need_dtype, need_ndim
+from specverify.oracles.arguments import dtype_name, need_at_least, need_at_most, need_dtype, need_ndim
 
 SOURCES = ("float16", "bfloat16", "float32")
 LAYOUTS = ("NHD", "HND")

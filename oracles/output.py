@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles.checks import dtype_name, need_dtype, need_int, need_ndim, need_shape
+from specverify.oracles.arguments import dtype_name, need_dtype, need_int, need_ndim, need_shape
 
 PLACEHOLDER = -1
 

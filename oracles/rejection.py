@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles.checks import (dtype_name, largest_count, need_at_least, need_at_most, need_dtype, need_hint,
+from specverify.oracles.arguments import (dtype_name, largest_count, need_at_least, need_at_most, need_dtype, need_hint,
                                        need_inclusive_offsets, need_int, need_ndim, need_shape)
 
 PLACEHOLDER = -1

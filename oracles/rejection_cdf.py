@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles.checks import need_at_least, need_dtype, need_ndim, need_shape
+from specverify.oracles.arguments import need_at_least, need_dtype, need_ndim, need_shape
 
 PLACEHOLDER = -1
 INT32_MAX = 2**31 - 1

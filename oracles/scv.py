@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from specverify.oracles.checks import need_at_least, need_dtype, need_inclusive_offsets, need_int, need_ndim
+from specverify.oracles.arguments import need_at_least, need_dtype, need_inclusive_offsets, need_int, need_ndim
 
 PLACEHOLDER = -1
 IDS = ("int32", "int64")

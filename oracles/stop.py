@@ -17,7 +17,7 @@ Choices where STAGES.md is silent:
 """
 from __future__ import annotations
 
-from specverify.oracles.checks import dtype_name, need_at_least, need_dtype, need_ndim
+from specverify.oracles.arguments import dtype_name, need_at_least, need_dtype, need_ndim
 
 PLACEHOLDER = -1
 IDS = ("int32", "int64")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles.checks import need_dtype, need_int, need_ndim, need_shape
+from specverify.oracles.arguments import need_dtype, need_int, need_ndim, need_shape
 
 MAX_NODES = 1024                 # one thread per node in the engines
 MAX_SEQ = 2**62                  # verified_seq_len stays below this (positions fit int64 with room)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles.checks import need_dtype, need_ndim, need_shape
+from specverify.oracles.arguments import need_dtype, need_ndim, need_shape
 
 INT32_MAX = 2**31 - 1
 THR_FLOOR = np.float32(1e-9)   # threshold_acc is used as max(threshold_acc, 1e-9)

@@ -2,8 +2,8 @@
 
 Registered as the `pytest11` entry point `specverify.pytest_plugin` (and loaded by this repository's
 conftest.py when run from a checkout), so an installed specverify serves any repository. Its options are
-`specverify check`'s (`--specverify-NAME` for `--NAME`, from the one table in `specverify.options`), and they
-are resolved by the same function (`specverify.selection.select`), so a run gives what `specverify check` gives:
+`specverify check`'s (`--specverify-NAME` for `--NAME`, from the one table in `specverify.cli.options`), and they
+are resolved by the same function (`specverify.cli.selection.select`), so a run gives what `specverify check` gives:
 
 - `pytest --specverify-vendor NAME` (or `--specverify-impl MODULE:FUNCTION --specverify-stage NAME`, with
   `--specverify-declare PATH`) adds one test per check of every stage the implementation covers, named
@@ -32,7 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from specverify import options
+from specverify import usage
+from specverify.cli import options
 
 BACKEND_MARKERS = ("oracle", "numpy", "torch", "triton", "vendor")
 DEVICE_MARKERS = ("cpu", "cuda")
@@ -48,7 +49,7 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     from specverify import env
-    from specverify.checks import CHECKS
+    from specverify.runs.catalogue import CHECKS
 
     env.prepare()   # before anything imports Triton (torch itself does, e.g. under a TorchDispatchMode)
     for name in BACKEND_MARKERS:
@@ -74,11 +75,11 @@ def run_plan(config):
     stage test runs under, each with its own check. pytest.UsageError for bad options."""
     plan = config.stash.get(RUN_PLAN, None)
     if plan is None:
-        from specverify import selection
+        from specverify.cli import selection
 
         try:
             plan = selection.plan(arguments(config), "check", PREFIX)
-        except options.UsageError as exc:
+        except usage.UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
         config.stash[RUN_PLAN] = plan
     return plan
@@ -88,7 +89,8 @@ def run_stage_check(config, stage_name: str, backend: str, device: str, check: s
     """The body of a generated stage test: one check of one target (`stage_name` may name a dialect:
     "family.stage:dialect"); fails with the full report. Its findings go to the run plan's findings
     folder (never the suite's corpus)."""
-    from specverify import backends, dialects, registry, session
+    from specverify.records import backends, dialects, registry
+    from specverify.runs import session
 
     stage = dialects.resolve(stage_name, registry.all_stages())
     why = backends.unavailable(backend, device)
@@ -106,8 +108,8 @@ def run_stage_check(config, stage_name: str, backend: str, device: str, check: s
 def stage_matrix() -> list:
     """pytest params: every stage (and stage judged by a dialect we implement: "family.stage:dialect") x
     backend x device x default check (unavailable devices skip), marked by backend, device and check."""
-    from specverify import backends, dialects, registry
-    from specverify.checks import default_checks
+    from specverify.records import backends, dialects, registry
+    from specverify.runs.catalogue import default_checks
 
     params = []
     for stage, backend, device, _ in backends.matrix(list(registry.all_stages().values())):
@@ -132,11 +134,11 @@ def outside_run(config) -> OutsideRun:
     """The session's outside run, its selection resolved once per process (pytest.UsageError for bad options)."""
     run = config.stash.get(OUTSIDE_RUN, None)
     if run is None:
-        from specverify import selection
+        from specverify.cli import selection
 
         try:
             run = config.stash[OUTSIDE_RUN] = OutsideRun(selection.select(arguments(config), PREFIX))
-        except options.UsageError as exc:
+        except usage.UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
     return run
 
@@ -164,7 +166,7 @@ class OutsideSuite(pytest.Collector):
 
 def outside_items(parent, config) -> list:
     """One OutsideItem per (stage, check) of the outside implementation(s), in stage order and check order."""
-    from specverify import session as sv
+    from specverify.runs import session as sv
 
     run = outside_run(config)
     chosen = run.selection
@@ -187,8 +189,8 @@ class OutsideItem(pytest.Item):
         self.target, self.check, self.run = target, check, run
 
     def runtest(self):
-        from specverify import session as sv
-        from specverify.harness import Failure
+        from specverify.judge.harness import Failure
+        from specverify.runs import session as sv
 
         plan = self.run.selection.plan
         [outcome] = sv.run([self.target], dataclasses.replace(plan, checks=(self.check,)))
@@ -201,7 +203,7 @@ class OutsideItem(pytest.Item):
             raise Failure(outcome.report or outcome.headline)
 
     def repr_failure(self, excinfo):
-        from specverify.harness import Failure
+        from specverify.judge.harness import Failure
 
         return str(excinfo.value) if isinstance(excinfo.value, Failure) else super().repr_failure(excinfo)
 
@@ -223,7 +225,7 @@ def finished_run(config):
     if run is None or hasattr(config, "workerinput") or not run.outcomes:
         return None
     if run.finished is None:
-        from specverify.checks import CHECKS
+        from specverify.runs.catalogue import CHECKS
 
         order = {(t.stage.name, t.device): i for i, t in enumerate(run.selection.targets)}
         checks = list(CHECKS)
@@ -237,7 +239,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     finished = finished_run(config)
     if finished is None:
         return
-    from specverify.report import run_lines
+    from specverify.pages.terminal import run_lines
 
     terminalreporter.section("specverify: " + (f"vendor {finished.vendor.name}" if finished.vendor is not None
                                                else "outside implementation"))
@@ -257,11 +259,11 @@ def pytest_sessionfinish(session, exitstatus):
     finished = finished_run(config)
     if finished is None:
         return
-    from specverify import reports
-    from specverify.options import FAILED
+    from specverify.pages import report_files
+    from specverify.usage import FAILED
 
     args = arguments(config)
-    for line in reports.write(finished, args.json, args.junit, args.markdown):
+    for line in report_files.write(finished, args.json, args.junit, args.markdown):
         config.get_terminal_writer().line(f"specverify: error: {line}")
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
     if finished.exit_status == FAILED and session.exitstatus == pytest.ExitCode.OK:
@@ -279,7 +281,8 @@ def pytest_collect_file(file_path: Path, parent):
 
 class CaseFile(pytest.File):
     def collect(self):
-        from specverify import backends, cases, registry
+        from specverify.files import cases
+        from specverify.records import backends, registry
 
         try:
             stage_name, example = cases.load(self.path)
@@ -304,9 +307,11 @@ class CaseItem(pytest.Item):
         self.skip_reason, self.problem = skip_reason, problem
 
     def runtest(self):
-        from specverify import backends, cases, session
-        from specverify.harness import Failure, OracleError
-        from specverify.report import failure_report, replay_command
+        from specverify.files import cases
+        from specverify.judge.failure_report import failure_report, replay_command
+        from specverify.judge.harness import Failure, OracleError
+        from specverify.records import backends
+        from specverify.runs import session
 
         if self.problem:
             raise Failure(self.problem)

@@ -59,12 +59,12 @@ def wrong_once(**kw):
 
 def patch_the_judge(**kw):
     """Replaces the comparison functions with no-ops, then writes nonsense."""
-    import specverify.compare
-    import specverify.harness
+    import specverify.judge.compare
+    import specverify.judge.harness
 
-    specverify.harness.compare_output = lambda *a, **k: None
-    specverify.harness.judge = lambda *a, **k: None
-    specverify.compare.compare_output = lambda *a, **k: None
+    specverify.judge.harness.compare_output = lambda *a, **k: None
+    specverify.judge.harness.judge = lambda *a, **k: None
+    specverify.judge.compare.compare_output = lambda *a, **k: None
     kw["output_token_ids"].fill_(12345)
 
 
@@ -151,7 +151,7 @@ def restores_sync_debug_mode(**kw):
 def forge_the_probes() -> bool:
     """Replace the suite's probes (table and functions) by forgeries that report one launch and no sync;
     True when they were forged already."""
-    import specverify.probes as probes
+    import specverify.judge.probes as probes
 
     def forged(call, bound, device, *spec):
         return call(), {"launches": 1, "witness": "pending"}

@@ -6,11 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from specverify import backends, registry, session
-from specverify.bench import report, run
-from specverify.bench.timing import Settings
+from specverify.bench import results, sweep
 from specverify.cli import main
-from specverify.stage import BENCH_SPEC
+from specverify.judge.timing import Settings
+from specverify.records import backends, registry
+from specverify.records.stage import BENCH_SPEC
+from specverify.runs import session
 
 STAGES = list(registry.all_stages().values())
 SIZES = [(1, 2), (2, 64), (3, 17)]       # small scaled-down B and V, V = 2 included
@@ -33,7 +34,7 @@ def test_bench_input_is_valid(stage):
             session.verify_example(backends.target(stage, backend, "cpu"), example)
 
 
-@pytest.mark.parametrize("stage", [s for s in STAGES if run.reads_vocab(s)], ids=lambda s: s.name)
+@pytest.mark.parametrize("stage", [s for s in STAGES if sweep.reads_vocab(s)], ids=lambda s: s.name)
 def test_bench_tables_are_realistic(stage):
     """Stages reading probabilities get normalized f32 rows of width V, drafts in [0, V), K per request
     (K + 1 where the record's target rows include the bonus row)."""
@@ -49,7 +50,7 @@ def test_bench_tables_are_realistic(stage):
 
 
 def test_reads_vocab_picks_the_table_stages():
-    assert {s.name for s in STAGES if run.reads_vocab(s)} == {
+    assert {s.name for s in STAGES if sweep.reads_vocab(s)} == {
         "rejection.random", "rejection.recovered", "rejection.sample", "rejection.sample_padded",
         "rejection.chain_cdf", "tree.sample_target_only"}
 
@@ -65,7 +66,7 @@ def test_finish_ratios_and_memory_bound():
              "device_us": 10.0, "host_us": 20.0},
             {"stage": "s", "backend": "torch", "B": 2, "V": 2, "status": "ok", "bytes": 1000,
              "device_us": 4.0, "host_us": 20.0}]
-    run.finish(rows, {"device_us": 2.0, "host_us": 10.0}, {"gbps": 2000.0})
+    sweep.finish(rows, {"device_us": 2.0, "host_us": 10.0}, {"gbps": 2000.0})
     assert rows[0]["gbps"] == pytest.approx(1000.0) and rows[0]["gbps_x_copy"] == pytest.approx(0.5)
     assert rows[0]["device_x_floor"] == 5 and rows[0]["host_x_floor"] == 2
     assert rows[0]["memory_bound"] and not rows[1]["memory_bound"]
@@ -80,17 +81,17 @@ def test_bench_command_writes_json_plots_and_table(tmp_path, capsys):
     assert status == 0
     printed = capsys.readouterr().out
     assert "specverify bench on the CPU" in printed and "launch floor" in printed and "wall time" in printed
-    results = report.read_json(tmp_path / "results.json")
-    rows = results["rows"]
+    written = results.read_json(tmp_path / "results.json")
+    rows = written["rows"]
     assert {(r["stage"], r["backend"]) for r in rows} == {
         ("rejection.expand", "torch"), ("output.parse", "numpy"), ("output.parse", "naive")}
     assert len(rows) == 6 and all(r["status"] == "ok" and r["host_us"] > 0 for r in rows)
     assert all(r["device_method"] == "wall" for r in rows if r["stage"] == "rejection.expand")
     assert all("x_baseline" in r for r in rows if r["backend"] == "numpy")
-    assert results["floor"]["host_us"] > 0 and results["copy"]["gbps"] > 0
-    assert {"python", "torch", "numpy", "commit"} <= set(results["machine"])
-    assert [g["stage"] for g in results["goals"]] == ["output.parse"]
-    json.dumps(results)
+    assert written["floor"]["host_us"] > 0 and written["copy"]["gbps"] > 0
+    assert {"python", "torch", "numpy", "commit"} <= set(written["machine"])
+    assert [g["stage"] for g in written["goals"]] == ["output.parse"]
+    json.dumps(written)
     pytest.importorskip("matplotlib")
     for family in ("rejection", "output"):
         assert (tmp_path / f"{family}.png").read_bytes().startswith(b"\x89PNG")
@@ -103,7 +104,7 @@ def test_wrong_outside_implementation_is_reported_not_timed(tmp_path, capsys):
     status = main(["bench", "--stage", "rejection.greedy", "--impl", "tests.planted_greedy:bonus_even_after_reject",
                    "--backend", "torch", "--out", str(tmp_path), "--no-plots", *TINY, "--batch", "4"])
     assert status == 1
-    rows = report.read_json(tmp_path / "results.json")["rows"]
+    rows = results.read_json(tmp_path / "results.json")["rows"]
     theirs = [r for r in rows if r["backend"] == "impl"]
     assert theirs and all(r["status"] == "wrong" and "host_us" not in r and "device_us" not in r for r in theirs)
     assert "output_token_ids" in theirs[0]["message"]

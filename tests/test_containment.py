@@ -131,8 +131,8 @@ def test_a_worker_that_kills_the_forkserver_hurts_nobody(tmp_path):
 def test_a_lost_forkserver_is_started_again(tmp_path):
     from multiprocessing import forkserver
 
-    from specverify import registry
-    from specverify.worker import Isolated, context
+    from specverify.judge.worker import Isolated, context
+    from specverify.records import registry
 
     context()
     os.kill(forkserver._forkserver._forkserver_pid, signal.SIGKILL)
@@ -191,7 +191,7 @@ def test_a_stalled_forkserver_is_started_again_within_the_start_limit(monkeypatc
     START_SECONDS, kills it and starts the worker from a fresh one."""
     from multiprocessing import forkserver
 
-    from specverify import worker
+    from specverify.judge import worker
 
     restart, restarts = worker.restart_forkserver, []
 
@@ -235,7 +235,7 @@ def test_a_worker_whose_setup_fails_is_an_error_of_the_run(tmp_path):
     """The judge's own part of a worker fails before the implementation is imported (here a mutation run's
     mutant file is gone): one line naming the cause, exit status 3 (nothing could be checked), never a
     failure of the implementation."""
-    from specverify.worker import MUTANT_ENV
+    from specverify.judge.worker import MUTANT_ENV
 
     gone = tmp_path / "mutant.json"
     status, out, _ = judge(tmp_path, ["--stage", "rejection.greedy", "--impl", GREEDY, "--device", "cpu",

@@ -15,10 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specverify import __version__, backends, contract, contract_terminal, contract_text, registry
+from specverify import __version__
 from specverify.cli import main
-from specverify.session import verify_example as verify
-from specverify.stage import TIERS, Example
+from specverify.pages import contract_data, contract_terminal, contract_text
+from specverify.records import backends, registry
+from specverify.records.stage import TIERS, Example
+from specverify.runs.session import verify_example as verify
 
 STAGES = list(registry.all_stages().values())
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,21 +28,21 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def data() -> dict:
-    return contract.contract_data()
+    return contract_data.contract_data()
 
 
 def test_docs_are_current(data):
     expected = contract_text.all_markdown(data)
-    found = contract.DOCS.read_text() if contract.DOCS.exists() else ""
+    found = contract_data.DOCS.read_text() if contract_data.DOCS.exists() else ""
     assert found == expected, (f"docs/stages.md is out of date with the stage records: regenerate it with "
-                               f"`{contract.REGENERATE}` and commit it")
+                               f"`{contract_data.REGENERATE}` and commit it")
 
 
 def test_packaged_contracts_are_current(data):
     """What `show` prints is the records' contract: the packaged file is regenerated with them."""
     found = contract_text.PACKAGED.read_text() if contract_text.PACKAGED.exists() else ""
-    assert found == contract.packaged_text(data), (f"{contract_text.PACKAGED.name} is out of date with the stage "
-                                                   f"records: regenerate it with `{contract.REGENERATE}`")
+    assert found == contract_data.packaged_text(data), (f"{contract_text.PACKAGED.name} is out of date with the stage "
+                                                   f"records: regenerate it with `{contract_data.REGENERATE}`")
 
 
 @pytest.mark.parametrize("stage", STAGES, ids=lambda s: s.name)
@@ -94,10 +96,10 @@ def test_show_prints_the_contract_for_people(capsys, monkeypatch):
 def test_show_markdown_prints_what_docs_stages_holds(capsys):
     assert main(["show", "--markdown", "rejection.greedy"]) == 0
     out = capsys.readouterr().out
-    section = contract.DOCS.read_text().split("## rejection.greedy\n")[1].split("\n## ")[0]
+    section = contract_data.DOCS.read_text().split("## rejection.greedy\n")[1].split("\n## ")[0]
     assert out.startswith("## rejection.greedy\n\n") and section.strip() in out and "docs/stages.md" in out
     assert main(["show", "--markdown"]) == 0
-    assert capsys.readouterr().out == contract.DOCS.read_text()
+    assert capsys.readouterr().out == contract_data.DOCS.read_text()
 
 
 @pytest.mark.parametrize("width", [40, 80, 132])
@@ -150,7 +152,7 @@ def test_show_loads_neither_torch_nor_the_records():
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
-    assert "specverify.contract_terminal" in imported and "rejection.random" in done.stdout
+    assert "specverify.pages.contract_terminal" in imported and "rejection.random" in done.stdout
     loaded = sorted(m for m in imported if m.split(".")[0] in ("torch", "triton", "ml_dtypes") or m.startswith(
         ("specverify.stages", "specverify.strategies", "specverify.oracles", "specverify.kernels")))
     assert not loaded, f"show imported {loaded[:8]}"
@@ -192,9 +194,9 @@ def test_version(capsys):
 def test_render_takes_any_record():
     """A record with nothing but the required fields still renders (new families fill in the rest)."""
     bare = dataclasses.replace(STAGES[0], doc="", semantics="", tiers={}, worked=None, dialects={})
-    text = contract.render(bare)
+    text = contract_data.render(bare)
     assert text.startswith(f"## {bare.name}") and "(not written yet)" in text and "(none yet)" in text
-    shown = contract_terminal.terminal_text({}, [contract.stage_data(bare)], 80).plain
+    shown = contract_terminal.terminal_text({}, [contract_data.stage_data(bare)], 80).plain
     assert shown.startswith(f"{bare.name}\n{'=' * len(bare.name)}\nCall")
     assert "(not written yet)" in shown and "(none yet)" in shown
 
@@ -206,21 +208,21 @@ def test_terminal_text_drops_markup_but_not_arithmetic():
 
 
 def test_values_read_as_written():
-    assert contract.number(np.float32(0.1)) == "0.1"
-    assert contract.number(np.float32(-0.0)) == "-0.0"
-    assert contract.number(np.float64(float(np.float32(0.8)))) == "0.800000011920929"
-    assert contract.number(np.float32(np.nan)) == "nan" and contract.number(np.float32(-np.inf)) == "-inf"
-    assert contract.number(np.float32(1e-30)) == "1.0e-30"
-    lines = contract.array_lines(np.arange(6).reshape(2, 3), np.array([[False] * 3, [False, True, True]]))
+    assert contract_data.number(np.float32(0.1)) == "0.1"
+    assert contract_data.number(np.float32(-0.0)) == "-0.0"
+    assert contract_data.number(np.float64(float(np.float32(0.8)))) == "0.800000011920929"
+    assert contract_data.number(np.float32(np.nan)) == "nan" and contract_data.number(np.float32(-np.inf)) == "-inf"
+    assert contract_data.number(np.float32(1e-30)) == "1.0e-30"
+    lines = contract_data.array_lines(np.arange(6).reshape(2, 3), np.array([[False] * 3, [False, True, True]]))
     assert lines == ["[0] [0, 1, 2]", "[1] [3, -, -]"]
 
 
 def test_regenerate_check(tmp_path, capsys):
     paths = ["--path", str(tmp_path / "stages.md"), "--packaged", str(tmp_path / "contracts.json")]
-    assert contract.main(["--check", *paths]) == 1
-    assert capsys.readouterr().err.count(contract.REGENERATE) == 2
-    assert contract.main(paths) == 0
-    assert contract.main(["--check", *paths]) == 0
+    assert contract_data.main(["--check", *paths]) == 1
+    assert capsys.readouterr().err.count(contract_data.REGENERATE) == 2
+    assert contract_data.main(paths) == 0
+    assert contract_data.main(["--check", *paths]) == 0
     written = contract_text.load(tmp_path / "contracts.json")
     assert [s["name"] for s in contract_text.select(written, ["kv.*"])] == [s.name for s in STAGES if s.family == "kv"]
 
@@ -230,7 +232,7 @@ def test_arithmetic_in_the_prose_is_no_emphasis():
     2**31 stay arithmetic)."""
     from markdown_it import MarkdownIt
 
-    page = MarkdownIt("commonmark").enable("table").render(contract.DOCS.read_text())
+    page = MarkdownIt("commonmark").enable("table").render(contract_data.DOCS.read_text())
     marked = set(re.findall(r"<(?:strong|em)>(.*?)</(?:strong|em)>", page))
     assert marked == {"Byte identity.", "Calling convention (destination passing).", "Defined region.", "Guard bytes.",
                       "Input tiers.", "Names.", "Offsets.", "Strides.", "Token ids.", "valid", "hazard", "invalid",
@@ -241,7 +243,7 @@ def test_arithmetic_in_the_prose_is_no_emphasis():
 def test_prose_opens_no_stray_markdown_blocks():
     """A wrapped line of prose must not start with what Markdown reads as a list item or a quote."""
     inside_code, previous, found = False, "", []
-    for line in contract.DOCS.read_text().splitlines():
+    for line in contract_data.DOCS.read_text().splitlines():
         if line.startswith("```"):
             inside_code = not inside_code
         elif (not inside_code and previous.strip() and not previous.startswith(("|", "#"))

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from specverify import cases, registry, vendors
 from specverify.cli import main
-from specverify.stage import Buffer, DrawContext, Example
+from specverify.files import cases, vendors
+from specverify.records import registry
+from specverify.records.stage import Buffer, DrawContext, Example
 from specverify.strategies.generic import invalid_tier
 
 GREEDY = registry.all_stages()["rejection.greedy"]
@@ -127,7 +128,7 @@ def test_a_record_problem_names_the_file_the_field_and_the_rule(tmp_path):
 
 
 def test_only_the_bad_field_of_an_invalid_case_may_break_the_record():
-    from specverify import case_fields
+    from specverify.files import case_fields
 
     wrong_rank = np.array([[5], [9]], np.int64)
     invalid = Example("invalid", greedy_example(target_argmax=wrong_rank).inputs,
@@ -228,11 +229,11 @@ def test_console_messages_keep_emoji_codes_as_text(capsys):
 def test_every_console_the_suite_makes_leaves_emoji_codes_alone(monkeypatch):
     from rich.console import Console
 
-    from specverify import report
+    from specverify.pages import terminal
 
     made = []
-    monkeypatch.setattr(report, "Console", lambda **kw: made.append(kw) or Console(**kw))
-    report.inputs_table(GREEDY, greedy_example())
+    monkeypatch.setattr(terminal, "Console", lambda **kw: made.append(kw) or Console(**kw))
+    terminal.inputs_table(GREEDY, greedy_example())
     assert made and all(kw.get("emoji") is False for kw in made)
 
 

@@ -16,17 +16,18 @@ import pytest
 import torch
 from hypothesis import HealthCheck, find, given, settings
 
-from specverify import backends, dialects, registry, session, shard
-from specverify.backends import BACKENDS, Target
-from specverify.checks import Outcome
 from specverify.cli import main
-from specverify.conformance import Run
-from specverify.contract import show_text
-from specverify.harness import Failure, oracle_outputs
+from specverify.judge.harness import Failure, oracle_outputs
 from specverify.oracles import rejection as oracle
+from specverify.pages.contract_data import show_text
+from specverify.pages.report_files import markdown, to_json
 from specverify.pytest_plugin import stage_matrix
-from specverify.reports import markdown, to_json
-from specverify.stage import DrawContext
+from specverify.records import backends, dialects, registry
+from specverify.records.backends import BACKENDS, Target
+from specverify.records.stage import DrawContext
+from specverify.runs import session, shard
+from specverify.runs.protocol import Outcome
+from specverify.runs.verdicts import Run
 from specverify.stages.rejection import approx_div_example, strict_example, strict_q0_example
 from specverify.strategies import rejection as draw
 
@@ -189,7 +190,7 @@ def division_ties(requests: int = 8192, seed: int = 7):
     """One draft per request, p < q random f32, and u at the correctly rounded f32(p / q) (a tie: accept)
     or one f32 step above it (reject): a division 1 ulp low rejects a tie, one 1 ulp high accepts above.
     Inside approx_div's band, so only the record's rule judges it."""
-    from specverify.stage import Buffer, Example
+    from specverify.records.stage import Buffer, Example
 
     rng = np.random.default_rng(seed)
     p, q = np.sort(rng.random((2, requests), dtype=np.float32) * np.float32(0.9) + np.float32(0.05), axis=0)
@@ -231,7 +232,7 @@ def test_reports_say_approximate_f32_division():
 def test_a_corpus_case_inside_the_approximate_division_band_is_counted_not_replayed(tmp_path, capsys):
     """Under `approx_div` a stored valid-tier case whose uniform lies inside the band has no fair byte
     verdict: the corpus check counts it apart; the record's rule still replays it."""
-    from specverify import cases
+    from specverify.files import cases
 
     example = approx_div_example()
     x = example.inputs

@@ -8,12 +8,14 @@ from dataclasses import replace
 import pytest
 from hypothesis import find, given, settings
 
-from specverify import cases, domain, registry, shard
-from specverify.backends import target
 from specverify.cli import main
-from specverify.domain import DomainError
-from specverify.search import tier_strategy
-from specverify.stage import DrawContext
+from specverify.files import cases
+from specverify.records import domain, registry
+from specverify.records.backends import target
+from specverify.records.domain import DomainError
+from specverify.records.stage import DrawContext
+from specverify.runs import shard
+from specverify.runs.search import tier_strategy
 
 STAGES = registry.all_stages()
 NEXT = STAGES["eagle.next_token_padded"]
@@ -152,7 +154,7 @@ def test_validates_asks_the_invalid_tier_and_catches_a_silent_kernel(tmp_path, c
 
 
 def test_a_vendor_table_declares_a_domain_and_travels_to_workers():
-    from specverify import vendors
+    from specverify.files import vendors
     entry = vendors.entry("eagle.next_token_padded", {"impl": "tests.domain_kernels:next_token_refusing",
                                                        "domain": ROWS, "validates": True})
     assert entry["impl"] == "tests.domain_kernels:next_token_refusing"
@@ -183,7 +185,7 @@ OPTIONAL = [(s.name, f.name) for s in STAGES.values() for f in s.inputs if domai
 @pytest.mark.parametrize("presence", [False, True], ids=["absent", "given"])
 @pytest.mark.parametrize("name,field", OPTIONAL)
 def test_an_optional_input_declared_absent_or_given_is_drawn_so_and_the_draws_stay_valid(name, field, presence):
-    from specverify import harness
+    from specverify.judge import harness
     stage = STAGES[name]
     dom = domain.parse(stage, {"fields": {field: {"given": presence, "reason": "the engine's only caller"}}}, "t")
     for tier in ("valid", "hazard") if stage.hazard else ("valid",):
@@ -205,7 +207,7 @@ DTYPED = [(s.name, f.name, d) for s in STAGES.values() for f in s.inputs + s.out
 
 @pytest.mark.parametrize("name,field,dtype", DTYPED)
 def test_a_declared_dtype_is_the_only_one_drawn_in_every_tier_and_the_draws_stay_valid(name, field, dtype):
-    from specverify import harness
+    from specverify.judge import harness
     stage = STAGES[name]
     dom = domain.parse(stage, {"fields": {field: {"dtypes": [dtype], "reason": "the engine's tensors"}}}, "t")
     assert dom.summary() == f"`{field}` {dtype}"
@@ -295,9 +297,9 @@ def test_information_draws_keep_a_share_of_the_targets_time(tmp_path, capsys):
     """SGLang's kernel's time ran out in its valid search, and its information draws then started at the
     deadline: "no excluded draw in 120". They keep a share of the time now, and a restriction whose share
     is spent says so."""
-    from specverify import outside
-    from specverify.checks import Context
-    from specverify.profiles import PROFILES
+    from specverify.runs import beyond_domain
+    from specverify.runs.profiles import PROFILES
+    from specverify.runs.protocol import Context
 
     status = main(["check", "--stage", "eagle.next_token_padded", "--impl", "tests.slow_kernels:next_token_slowly",
                    "--device", "cpu", "--check", "valid", "--target-timeout", "8", "--json", str(tmp_path / "s.json"),
@@ -311,7 +313,7 @@ def test_information_draws_keep_a_share_of_the_targets_time(tmp_path, capsys):
     chosen = replace(target(NEXT, "impl", "cpu", "tests.domain_kernels:next_token_refusing"),
                      domain=domain.parse(NEXT, ROWS, "test"))
     spent = Context(PROFILES["ci"], 0, 25, None, None, False, deadline=0.0)
-    assert outside.notes(outside.explore(chosen, spent)) == [
+    assert beyond_domain.notes(beyond_domain.explore(chosen, spent)) == [
         "outside the domain (`sampled_token_ids` unit column step): not run: no time left"]
 
 
@@ -340,7 +342,7 @@ def test_a_host_hint_restriction_is_not_called_unneeded_on_bytes_alone(tmp_path,
 @pytest.mark.parametrize("name,hint", [("rejection.recovered", "max_spec_len"),
                                        ("eagle.copy_and_expand_inputs", "max_query_len")])
 def test_a_host_hint_below_the_data_is_refused_naming_it_and_drawn_present_or_none(name, hint):
-    from specverify import harness
+    from specverify.judge import harness
     stage = STAGES[name]
     example = stage.worked()
     assert example.inputs[hint] is not None

@@ -3,10 +3,10 @@ checked on the oracle and then on every backend that runs here."""
 import numpy as np
 import pytest
 
-from specverify import backends
-from specverify.harness import oracle_outputs
-from specverify.session import verify_example
-from specverify.stage import Buffer, Example, Layout
+from specverify.judge.harness import oracle_outputs
+from specverify.records import backends
+from specverify.records.stage import Buffer, Example, Layout
+from specverify.runs.session import verify_example
 from specverify.stages import eagle
 
 i32, i64 = np.int32, np.int64

@@ -11,12 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specverify import cases, registry
-from specverify.checks import Outcome
 from specverify.cli import main
-from specverify.conformance import exit_status
-from specverify.options import NOTHING_CHECKED
-from specverify.stage import Buffer, Example
+from specverify.files import cases
+from specverify.records import registry
+from specverify.records.stage import Buffer, Example
+from specverify.runs.protocol import Outcome
+from specverify.runs.verdicts import exit_status
+from specverify.usage import NOTHING_CHECKED
 
 GREEDY = registry.all_stages()["rejection.greedy"]
 ROOT = Path(__file__).resolve().parents[1]

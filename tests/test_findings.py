@@ -5,10 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from specverify import cases, corpus_admin, options, registry, selection
-from specverify.cli import main
-from specverify.corpus import suite_corpus
+from specverify.cli import main, options, selection
+from specverify.files import cases, corpus_admin
+from specverify.files.cases import suite_corpus
 from specverify.pytest_plugin import run_plan, run_stage_check
+from specverify.records import registry
 
 GREEDY = registry.all_stages()["rejection.greedy"]
 EXPAND = registry.all_stages()["rejection.expand"]

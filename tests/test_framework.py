@@ -4,16 +4,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import find, settings
 import torch
+from hypothesis import find, settings
 
-from specverify import backends, cases, registry
 from specverify.cli import main
-from specverify.backends import BACKENDS, Target
-from specverify.harness import Failure, expect
-from specverify.session import verify_example as verify
+from specverify.files import cases
+from specverify.judge.harness import Failure, expect
 from specverify.kernels.torch.rejection import greedy as torch_greedy
-from specverify.stage import Buffer, DrawContext, Example, I, Layout, O, Stage
+from specverify.records import backends, registry
+from specverify.records.backends import BACKENDS, Target
+from specverify.records.stage import Buffer, DrawContext, Example, I, Layout, O, Stage
+from specverify.runs.session import verify_example as verify
 
 GREEDY = registry.all_stages()["rejection.greedy"]
 

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from specverify import options
-from specverify.cli import main
+from specverify.cli import main, options
 from tests.test_vendor import dist_info, entry_points_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,7 +125,7 @@ def test_every_check_option_reaches_pytest_with_the_same_parser():
 
 
 def test_stages_run_in_the_order_asked():
-    from specverify import selection
+    from specverify.cli import selection
 
     names = [s.name for s in selection.stages(["graph.step_context", "graph.*", "rejection.expand"])]
     assert names[:2] == ["graph.step_context", "graph.fill_common_inputs"] and names[-1] == "rejection.expand"

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from specverify import backends
-from specverify.harness import oracle_outputs
-from specverify.materialize import POISON_A
-from specverify.session import verify_example as verify
-from specverify.stage import Buffer, DrawContext, Example, Layout
+from specverify.judge.harness import oracle_outputs
+from specverify.records import backends
+from specverify.records.stage import Buffer, DrawContext, Example, Layout
+from specverify.records.values import POISON_A
+from specverify.runs.session import verify_example as verify
 from specverify.stages import graph
 from specverify.strategies import graph as strategies
 

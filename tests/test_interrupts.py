@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from specverify import interrupts, reports
+from specverify import interrupts
 from specverify.cli import main
+from specverify.pages import report_files
 
 ROOT = Path(__file__).resolve().parents[1]
 DOMAIN = ROOT / "examples" / "vendor_domain"
@@ -96,7 +97,7 @@ def test_an_interrupt_at_many_moments_of_a_vendor_run_leaves_no_worker(tmp_path)
 
 
 def test_a_signal_while_the_reports_are_written_marks_them(tmp_path, monkeypatch, capsys):
-    write = reports.write
+    write = report_files.write
     calls = []
 
     def signalled(run, *paths):
@@ -105,7 +106,7 @@ def test_a_signal_while_the_reports_are_written_marks_them(tmp_path, monkeypatch
             os.kill(os.getpid(), signal.SIGINT)     # lands in the middle of the writing
         return write(run, *paths)
 
-    monkeypatch.setattr(reports, "write", signalled)
+    monkeypatch.setattr(report_files, "write", signalled)
     status = main(["check", "--stage", "rejection.expand", "--backend", "torch", "--check", "invalid",
                    "--report", str(tmp_path / "r.json")])
     assert status == 1 and calls == [None, "SIGINT"]
@@ -136,7 +137,7 @@ def test_a_signal_inside_a_gc_callback_is_not_swallowed(tmp_path, capsys):
 
 def test_a_signal_inside_hypothesis_waits_for_the_next_example(tmp_path, monkeypatch, capsys):
     """Sent while a strategy draws: no 'Inconsistent data generation', no error outcome, the run ends."""
-    from specverify import search
+    from specverify.runs import search
 
     strategy = search.tier_strategy
     draws = []

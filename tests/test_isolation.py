@@ -6,9 +6,11 @@ import time
 import numpy as np
 import pytest
 
-from specverify import backends, cases, registry, session
-from specverify.backends import BACKENDS, Target
 from specverify.cli import main
+from specverify.files import cases
+from specverify.records import backends, registry
+from specverify.records.backends import BACKENDS, Target
+from specverify.runs import session
 
 GREEDY = registry.all_stages()["rejection.greedy"]
 EXPAND = registry.all_stages()["rejection.expand"]

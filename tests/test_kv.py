@@ -11,13 +11,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from specverify import backends
-from specverify.backends import BACKENDS, Target
-from specverify.harness import Failure, oracle_outputs
-from specverify.materialize import POISON_A
-from specverify.session import verify_example as verify
+from specverify.judge.harness import Failure, oracle_outputs
 from specverify.oracles.kv import FP8, fp8_code, fp8_value
-from specverify.stage import Buffer, Example, Layout
+from specverify.records import backends
+from specverify.records.backends import BACKENDS, Target
+from specverify.records.stage import Buffer, Example, Layout
+from specverify.records.values import POISON_A
+from specverify.runs.session import verify_example as verify
 from specverify.stages import kv
 from specverify.strategies.kv import accept_worked, assign_worked, commit_worked
 

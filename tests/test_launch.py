@@ -1,5 +1,5 @@
 """The lean launch path (specverify.kernels.triton.launch) and the memoized argument checks
-(specverify.kernels.checks.validate): the launch key separates every specialization Triton makes, the
+(specverify.kernels.validation.validate): the launch key separates every specialization Triton makes, the
 launcher falls back to `kernel[grid]` in the interpreter, and memoized checks refuse bad input with the
 check's own words on every call."""
 from __future__ import annotations
@@ -16,11 +16,11 @@ env.prepare()            # the interpreter flag must be set before any kernel is
 triton = pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
 
-from specverify.kernels import checks  # noqa: E402
-from specverify.kernels.checks import validate  # noqa: E402
+from specverify.judge.materialize import Bound, plan  # noqa: E402
+from specverify.kernels import validation  # noqa: E402
 from specverify.kernels.triton import launch  # noqa: E402
-from specverify.materialize import Bound, plan  # noqa: E402
-from specverify.registry import all_stages  # noqa: E402
+from specverify.kernels.validation import validate  # noqa: E402
+from specverify.records.registry import all_stages  # noqa: E402
 
 
 def specialized(x_ptr, n, y_ptr, BLOCK: tl.constexpr):
@@ -192,7 +192,7 @@ def test_validate_memoizes_passing_checks_only():
 
 
 def test_signature_separates_what_checks_read():
-    sig = checks.signature
+    sig = validation.signature
     assert sig(1) != sig(True) != sig(1.0)
     assert sig([1, 2]) != sig([1, True]) != sig((1, 2))
     assert sig({"a": 1}) != sig({"b": 1})

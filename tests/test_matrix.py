@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from markdown_it import MarkdownIt
 
-from specverify import matrix, matrix_page
 from specverify.cli import main
+from specverify.pages import matrix, matrix_page
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "examples" / "vendor_demo" / "reports" / "report.json"

@@ -1,4 +1,4 @@
-"""The mutant operators of `specverify mutate` (specverify.mutants): on the sample package
+"""The mutant operators of `specverify mutate` (specverify.mutation.mutants): on the sample package
 tests/mutant_sample (parsed, never run) and on every production kernel entry point (each mutant parses)."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import libcst
 import pytest
 
-from specverify.mutants import DOMAIN, OPERATORS, Mutant, mutants, sources
+from specverify.mutation.mutants import DOMAIN, OPERATORS, Mutant, mutants, sources
 
 SAMPLE = Path(__file__).parent / "mutant_sample"
 ENTRY = "mutant_sample.main:entry"
@@ -214,7 +214,7 @@ def test_docstrings_comments_messages_and_decorators_stay(sample):
 
 
 def registry_impls(backends=("torch", "triton")) -> list[str]:
-    from specverify.registry import all_stages
+    from specverify.records.registry import all_stages
     return sorted({impl for stage in all_stages().values() for backend, impl in stage.impls.items()
                    if backend in backends})
 

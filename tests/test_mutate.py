@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from specverify import mutants, mutate, mutate_report
 from specverify.cli import main
-from specverify.mutants import Mutant
+from specverify.mutation import mutants
+from specverify.mutation import mutation_run as mutate
+from specverify.mutation.mutants import Mutant
+from specverify.pages import mutation_report
 from tests.test_vendor import dist_info, entry_points_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,18 +201,18 @@ def made_run(tmp_path) -> mutate.MutationRun:
 
 def test_reports_say_the_same(tmp_path):
     run = made_run(tmp_path)
-    data = mutate_report.to_json(run)
-    assert data["format"] == mutate_report.FORMAT and data["stale"] == ["gone#0"]
+    data = mutation_report.to_json(run)
+    assert data["format"] == mutation_report.FORMAT and data["stale"] == ["gone#0"]
     first = data["stages"][0]
     assert first["counts"]["killed"] == 2 and first["counts"]["equivalent"] == 1 and first["counts"]["survived"] == 1
     assert first["kill_rate"] == pytest.approx(2 / 3) and first["median_examples"] == 5
     by_id = {m["id"]: m for m in first["mutants"]}
     assert by_id[PLANTED]["equivalent"] == "no index reaches the bound"
     assert "+    import os" in by_id[CRASHING.id]["diff"] and by_id[KILLING.id]["diff"] is None
-    text = "\n".join(mutate_report.lines(run))
+    text = "\n".join(mutation_report.lines(run))
     assert "SURVIVED" in text and "+    os._exit(3)" in text and "not mutated" in text and "STALE: gone#0" in text
     assert f"{SOURCE}:{KILLING.line}" in text and "x == old, new, x) → torch.where(x != old" in text
-    md = mutate_report.markdown(run)
+    md = mutation_report.markdown(run)
     assert "| 67% | 67% | 5 |" in md and "equivalent (judged): no index reaches the bound" in md
     assert "+    os._exit(3)" in md and "`gone#0`" in md and "## Not mutated" in md
 
@@ -220,12 +222,12 @@ def test_reports_written_whole(tmp_path):
     json_path, md_path = tmp_path / "r" / "m.json", tmp_path / "r" / "m.md"
     json_path.parent.mkdir()
     json_path.write_text("old")
-    assert mutate_report.write(run, json_path, md_path) == []
-    assert json.loads(json_path.read_text())["format"] == mutate_report.FORMAT
+    assert mutation_report.write(run, json_path, md_path) == []
+    assert json.loads(json_path.read_text())["format"] == mutation_report.FORMAT
     assert md_path.read_text().startswith("# specverify mutate")
     assert sorted(p.name for p in json_path.parent.iterdir()) == ["m.json", "m.md"]   # no temporary left
     (tmp_path / "file").write_text("")
-    problems = mutate_report.write(run, tmp_path / "file" / "m.json", None)
+    problems = mutation_report.write(run, tmp_path / "file" / "m.json", None)
     assert len(problems) == 1 and "could not be written" in problems[0]
 
 
@@ -292,7 +294,7 @@ def test_the_matrix_shows_mutants_killed(tmp_path, capsys):
     run.stages[0].subject = mutate.Subject("rejection.expand", IMPL, "vendor_demo")
     run.stages[1].subject = mutate.Subject("eagle.extend_queries", "vendor_demo.eagle:extend_queries", "vendor_demo")
     mutation = tmp_path / "mutation.json"
-    mutate_report.write(run, mutation, None)
+    mutation_report.write(run, mutation, None)
     assert main(["matrix", str(demo), str(mutation), "--out", str(tmp_path / "out")]) == 0
     figure = "mutants killed: 2 of 3 (67%, killed alone 67%); 1 judged equivalent; 1 counted apart"
     html, md = (tmp_path / "out" / "matrix.html").read_text(), (tmp_path / "out" / "matrix.md").read_text()
@@ -300,7 +302,7 @@ def test_the_matrix_shows_mutants_killed(tmp_path, capsys):
     assert figure.replace("(", "\\(").replace(")", "\\)") in md
     assert "no cell" not in html
     run.stages[0].subject = mutate.Subject("rejection.expand", "acme.rejection:expand")
-    mutate_report.write(run, mutation, None)
+    mutation_report.write(run, mutation, None)
     assert main(["matrix", str(demo), str(mutation), "--out", str(tmp_path / "out")]) == 0
     assert "Mutation figures with no cell of these reports: acme.rejection:expand on cpu: rejection.expand" in \
         (tmp_path / "out" / "matrix.html").read_text()

@@ -7,12 +7,12 @@ import itertools
 import numpy as np
 import pytest
 
-from specverify import backends, registry
-from specverify.backends import BACKENDS, Target
+from specverify.judge.materialize import Bound, plan
 from specverify.kernels.host.output import SMALL
-from specverify.materialize import Bound, plan
-from specverify.session import verify_example as verify
-from specverify.stage import Buffer, Example
+from specverify.records import backends, registry
+from specverify.records.backends import BACKENDS, Target
+from specverify.records.stage import Buffer, Example
+from specverify.runs.session import verify_example as verify
 from specverify.strategies.generic import corruptions
 from specverify.strategies.output import parse_corruptions, spec_metadata_corruptions
 

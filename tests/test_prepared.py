@@ -14,11 +14,11 @@ from specverify import env
 env.prepare()
 pytest.importorskip("triton")
 
-from specverify.calls import InProcess  # noqa: E402
-from specverify.harness import expect, judge  # noqa: E402
+from specverify.judge.calls import InProcess  # noqa: E402
+from specverify.judge.harness import expect, judge  # noqa: E402
+from specverify.judge.materialize import plan  # noqa: E402
 from specverify.kernels.triton import prepared, workspace  # noqa: E402
-from specverify.materialize import plan  # noqa: E402
-from specverify.registry import all_stages  # noqa: E402
+from specverify.records.registry import all_stages  # noqa: E402
 
 # Triton wrappers that cannot have a recipe, and why: a host list among their arguments
 UNPREPARED = {"output.spec_metadata": "its token ids arrive as a host list (copied to the device per call)"}

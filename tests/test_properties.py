@@ -1,6 +1,6 @@
 """GPU property checks (no host sync, launches per call, CUDA-graph replay): they apply to CUDA targets
 only, and on a GPU each catches the implementation built to break it (tests/hostile.py). Their
-measurements (specverify/device.py) are sealed against the implementation: the decisions, the sealed
+measurements (specverify/judge/device.py) are sealed against the implementation: the decisions, the sealed
 probe table and the fresh worker are tested here without a GPU too."""
 import json
 from dataclasses import replace
@@ -9,16 +9,19 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from specverify import backends, device, materialize, probes, registry, session
-from specverify.backends import BACKENDS, Target
-from specverify.calls import InProcess, Result
-from specverify.checks import CHECKS, Context
 from specverify.cli import main
-from specverify.harness import Failure
+from specverify.judge import device, materialize, probes
+from specverify.judge.calls import InProcess, Result
+from specverify.judge.harness import Failure
+from specverify.judge.worker import Isolated
 from specverify.kernels.torch.rejection import expand
-from specverify.profiles import PROFILES
-from specverify.properties import fresh_caller, verify_launches, verify_no_sync
-from specverify.worker import Isolated
+from specverify.records import backends, registry
+from specverify.records.backends import BACKENDS, Target
+from specverify.runs import session
+from specverify.runs.catalogue import CHECKS
+from specverify.runs.profiles import PROFILES
+from specverify.runs.properties import fresh_caller, verify_launches, verify_no_sync
+from specverify.runs.protocol import Context
 
 EXPAND = registry.all_stages()["rejection.expand"]
 PROPERTIES = ("no-sync", "launches", "graph-replay", "stream-order")
@@ -85,7 +88,7 @@ def test_an_interrupt_inside_an_in_process_call_is_not_the_callees_failure():
 
 
 def test_the_sealed_probe_table_ignores_a_patched_probes_module(monkeypatch):
-    device.seal()
+    probes.seal()
     monkeypatch.setitem(probes.PROBES, "plain", forged)
     monkeypatch.setattr(probes, "plain", forged)
     monkeypatch.setattr(probes, "PROBES", dict.fromkeys(probes.PROBES, forged))
@@ -326,7 +329,8 @@ def test_every_property_check_draws_within_the_declared_domain(monkeypatch):
     failed vLLM's random kernel, declared without out-of-vocabulary drafts, on stream-order with a case of
     V = 1 and drafts 1 and 8). Every registered property check runs here on the CPU, its call answered by
     the oracle with passing measures: each example it draws is recorded."""
-    from specverify import domain, properties
+    from specverify.records import domain
+    from specverify.runs import properties
 
     dom = domain.parse(RANDOM, NO_OOV, "test")
     target = Target(RANDOM, BACKENDS["impl"], "cuda", "tests.domain_kernels:random_wrong_only_on_oov_drafts",

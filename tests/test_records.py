@@ -11,11 +11,12 @@ import inspect
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, find, given, settings, strategies as st
+from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis import strategies as st
 
-from specverify import registry
-from specverify.materialize import Bound, plan
-from specverify.stage import Buffer, DrawContext, Example, Field, Layout, Stage
+from specverify.judge.materialize import Bound, plan
+from specverify.records import registry
+from specverify.records.stage import Buffer, DrawContext, Example, Field, Layout, Stage
 from specverify.strategies.generic import allowed_dtypes, axes, corruptions, dtype_allowed, is_scalar
 
 STAGES = list(registry.all_stages().values())
@@ -201,7 +202,7 @@ def test_shape_strings_parse():
 def test_bound_and_free_axes():
     """A symbol one field alone uses is free; shared symbols, int arguments of the same name, literals
     and derived expressions are bound."""
-    from specverify.stage import I, O
+    from specverify.records.stage import I, O
     from specverify.strategies.generic import bound_axes
 
     stage = Stage(name="t.t", inputs=(I("a", "int32", "B, NB"), I("b", "int32", "B+1"), I("n", "int"),

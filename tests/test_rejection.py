@@ -10,7 +10,7 @@ from hypothesis import given, settings
 
 from specverify import env
 from specverify.oracles import rejection as oracle
-from specverify.stage import DrawContext
+from specverify.records.stage import DrawContext
 from specverify.stages.rejection import STAGES
 from specverify.strategies import rejection as strategies
 

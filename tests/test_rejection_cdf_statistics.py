@@ -24,7 +24,7 @@ from scipy import stats
 
 from specverify import env
 from specverify.oracles import rejection_cdf as oracle
-from specverify.statistics import binomial_fit, histogram_fit
+from tests.goodness_of_fit import binomial_fit, histogram_fit
 
 ALPHA = 1e-6
 N = 20_000

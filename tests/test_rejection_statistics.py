@@ -22,7 +22,7 @@ Sample sizes: one `rejection.sample` call per chain; B = 20 000 requests (hand-p
 V=6, K=3) or 10 000 (random V=4 K=3, V=11 K=2, V=16 K=2), so 3 700 to 20 000 requests reach each
 position. The whole file takes 30 to 50 s on one shared core (38 tests: every rule).
 
-False alarms. Every p-value is compared with ALPHA = 1e-4 (`specverify.statistics.ALPHA`). The
+False alarms. Every p-value is compared with ALPHA = 1e-4 (`tests/goodness_of_fit.py`). The
 correctness tests compute M = 28 p-values per rule (2 per position: 8 + 6 + 4 + 4 + 6 over the five
 chains), 84 over the three rules, so for correct oracles under fresh seeds the family-wise false-alarm
 rate is at most 84 * ALPHA = 0.84 % (Bonferroni; the binomial tests are exact, the chi-square ones
@@ -56,7 +56,7 @@ import numpy as np
 import pytest
 
 from specverify.oracles import rejection
-from specverify.statistics import ALPHA, Fit, binomial_fit, histogram_fit
+from tests.goodness_of_fit import ALPHA, Fit, binomial_fit, histogram_fit
 
 # ------------------------------------------------------------------------------------------------
 # Chains of (p_i, q_i) and the inputs they induce

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from specverify import backends
-from specverify.harness import oracle_outputs
-from specverify.session import verify_example as verify
-from specverify.stage import Buffer, DrawContext, Example
+from specverify.judge.harness import oracle_outputs
+from specverify.records import backends
+from specverify.records.stage import Buffer, DrawContext, Example
+from specverify.runs.session import verify_example as verify
 from specverify.stages import scv
 from specverify.strategies.scv import acceptance_worked, adaptive_valid
 

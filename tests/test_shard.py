@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from specverify import backends, properties, registry, session, shard
-from specverify.backends import BACKENDS, Target
-from specverify.checks import CHECKS
 from specverify.kernels.torch.rejection import greedy
+from specverify.records import backends, registry
+from specverify.records.backends import BACKENDS, Target
+from specverify.runs import properties, session, shard
+from specverify.runs.catalogue import CHECKS
 from tests.terminated import terminated_once
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,7 +176,7 @@ def test_sigterm_ends_a_spread_run_and_its_workers(tmp_path):
 
 def test_ray_cluster_checks_what_one_process_checks(serial, tmp_path):
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'specverify[ray]')")
-    from specverify import cluster
+    from specverify.runs import cluster
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:

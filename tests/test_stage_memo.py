@@ -1,4 +1,4 @@
-"""What a stage's targets share (`specverify.stage_memo`, `session.stage_scope`): the targets after the first
+"""What a stage's targets share (`specverify.judge.stage_memo`, `session.stage_scope`): the targets after the first
 are judged against the answers the oracle gave on the same drawn examples, found by their exact bytes,
 never across oracles (the oracle target still calls the oracle itself), and are handed the draws of an
 earlier passing search; and the draws themselves depend on the seed alone."""
@@ -10,8 +10,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from specverify import backends, dialects, harness, materialize, registry, search, session, stage_memo
-from specverify.backends import BACKENDS, Target
+from specverify.judge import harness, materialize, stage_memo
+from specverify.records import backends, dialects, registry
+from specverify.records.backends import BACKENDS, Target
+from specverify.runs import search, session
 
 EXPAND = registry.all_stages()["rejection.expand"]
 RANDOM = registry.all_stages()["rejection.random"]
@@ -74,7 +76,7 @@ def test_an_answer_is_found_by_exact_bytes_and_oracle_only():
 
 def test_kept_answers_are_read_only_and_bounded():
     example = EXPAND.worked()
-    with stage_memo.scope() as memo:
+    with stage_memo.scope():
         kept = harness.expect(EXPAND, example)
         with pytest.raises(ValueError, match="read-only"):
             kept.after[0] = 1

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from specverify import backends
-from specverify.harness import oracle_outputs
-from specverify.session import verify_example as verify
+from specverify.judge.harness import oracle_outputs
 from specverify.oracles.stop import sequential_stopping
-from specverify.stage import Buffer, DrawContext, Example
+from specverify.records import backends
+from specverify.records.stage import Buffer, DrawContext, Example
+from specverify.runs.session import verify_example as verify
 from specverify.stages import stop
 from specverify.strategies.stop import spec_stopping_valid, spec_stopping_worked
 

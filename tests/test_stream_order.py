@@ -9,14 +9,17 @@ import numpy as np
 import pytest
 import torch
 
-from specverify import materialize, registry, session
-from specverify.backends import BACKENDS, Target
-from specverify.calls import InProcess, Result
-from specverify.checks import CHECKS, Context
-from specverify.harness import Failure
+from specverify.judge import materialize
+from specverify.judge.calls import InProcess, Result
+from specverify.judge.harness import Failure
 from specverify.kernels.torch.rejection import expand
-from specverify.profiles import PROFILES
-from specverify.properties import verify_stream_order
+from specverify.records import registry, values
+from specverify.records.backends import BACKENDS, Target
+from specverify.runs import session
+from specverify.runs.catalogue import CHECKS
+from specverify.runs.profiles import PROFILES
+from specverify.runs.properties import verify_stream_order
+from specverify.runs.protocol import Context
 
 EXPAND = registry.all_stages()["rejection.expand"]
 NOT_READY = "the outputs were not ready on the caller's stream"
@@ -53,7 +56,7 @@ class WrongEverywhere(Unordered):
     def call(self, plan, arena, checked=False, probe="plain"):
         result = self.inner.call(plan, arena)
         slot = plan.slots["expanded"]
-        result.arena[slot.offset + materialize.GUARD_BYTES] ^= 1
+        result.arena[slot.offset + values.GUARD_BYTES] ^= 1
         return result
 
 
@@ -81,7 +84,7 @@ def test_a_wrong_answer_on_the_default_stream_too_is_not_blamed_on_stream_order(
 def test_a_call_that_raises_is_reported_as_raising():
     class Raising(Unordered):
         def call(self, plan, arena, checked=False, probe="plain"):
-            from specverify.calls import CallError
+            from specverify.judge.calls import CallError
 
             return Result(np.empty(0, np.uint8), {}, None, CallError("raised", "RuntimeError: boom"), {})
 

@@ -9,9 +9,9 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from specverify import backends, registry
-from specverify.materialize import Bound, plan
-from specverify.stage import DrawContext, Example
+from specverify.judge.materialize import Bound, plan
+from specverify.records import backends, registry
+from specverify.records.stage import DrawContext, Example
 from tests.dispatch_count import dispatched_ops, syncs
 
 FAMILIES = ("eagle", "graph", "stop", "scv", "kv", "output")

@@ -14,10 +14,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from specverify import backends, registry
+from specverify.judge.materialize import Bound, plan
 from specverify.kernels.torch import layout
-from specverify.materialize import Bound, plan
-from specverify.stage import DrawContext
+from specverify.records import backends, registry
+from specverify.records.stage import DrawContext
 
 FAMILIES = ("eagle", "graph", "kv", "output", "rejection", "rejection_cdf", "scv", "stop", "tree", "tree_verify")
 STAGES = [s for _, s in sorted(registry.all_stages().items()) if not s.host and "torch" in s.impls]

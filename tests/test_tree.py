@@ -11,12 +11,12 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
-from specverify import backends
-from specverify.harness import oracle_outputs
-from specverify.materialize import POISON_A
+from specverify.judge.harness import oracle_outputs
 from specverify.oracles import tree as oracle
-from specverify.session import verify_example as verify
-from specverify.stage import Buffer, DrawContext, Example
+from specverify.records import backends
+from specverify.records.stage import Buffer, DrawContext, Example
+from specverify.records.values import POISON_A
+from specverify.runs.session import verify_example as verify
 from specverify.stages import tree
 from specverify.strategies import tree as draw
 

@@ -35,8 +35,8 @@ import torch
 
 from specverify.kernels.torch import tree_verify as kernel
 from specverify.oracles import tree_verify as oracle
-from specverify.statistics import histogram_fit
 from specverify.strategies.tree_shapes import links
+from tests.goodness_of_fit import histogram_fit
 
 ALPHA_TREES = 1e-6
 TRIALS = 20_000

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specverify import backends, dialects
-from specverify.harness import oracle_outputs
-from specverify.materialize import POISON_A, filled
+from specverify.judge.harness import oracle_outputs
 from specverify.oracles import tree_verify as oracle
-from specverify.session import verify_example as verify
-from specverify.stage import Example
+from specverify.records import backends, dialects
+from specverify.records.stage import Example
+from specverify.records.values import POISON_A, filled
+from specverify.runs.session import verify_example as verify
 from specverify.stages import tree_verify as records
 from specverify.strategies import tree_verify as draw
 from specverify.strategies.tree_shapes import SHAPES, depths, links, parents

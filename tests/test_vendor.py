@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 from junitparser import JUnitXml
 
-from specverify import registry, vendors, worker
 from specverify.cli import main
-from specverify.waivers import tomllib
+from specverify.files import vendors
+from specverify.judge import worker
+from specverify.records import registry
+from specverify.runs.waivers import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "examples" / "vendor_demo"
@@ -162,7 +164,7 @@ def test_damaged_corpus_files_are_one_line_each_and_the_rest_is_replayed(demo, c
     folder.mkdir()
     (folder / "0000000000000000.npz").write_bytes(b"not a case")
     stage = registry.all_stages()["rejection.expand"]
-    from specverify import cases
+    from specverify.files import cases
 
     cases.save(demo / "cases", stage.name, stage.worked(), {"backend": "torch"})
     status = main(["check", "--vendor", "vendor_demo", "--stage", "rejection.expand", "--check", "corpus",

@@ -5,22 +5,23 @@ sizes, the failing request's row, its probability and noise rows); an outside im
 run in Triton's interpreter is drawn the interpreter's shapes."""
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 from junitparser import JUnitXml, Skipped
 
-from specverify import env, matrix, registry
-from specverify.backends import BACKENDS, Target
-from specverify.checks import Outcome
+from specverify import env
 from specverify.cli import main
-from specverify.conformance import FAILED, INCOMPLETE, NOTHING_CHECKED, PASSED, Level, exit_status
-from specverify.harness import Failure
-from specverify.materialize import POISON_A, filled
-from specverify.report import failure_report
-from specverify.session import verify_example
-from specverify.stage import Buffer, Example
+from specverify.judge.failure_report import failure_report
+from specverify.judge.harness import Failure
+from specverify.pages import matrix
+from specverify.records import registry
+from specverify.records.backends import BACKENDS, Target
+from specverify.records.stage import Buffer, Example
+from specverify.records.values import POISON_A, filled
+from specverify.runs.protocol import Outcome
+from specverify.runs.session import verify_example
+from specverify.runs.verdicts import FAILED, INCOMPLETE, NOTHING_CHECKED, PASSED, Level, exit_status
 
 STAGES = registry.all_stages()
 POISON = "0xA5A5A5A5 (poison: never written)"
@@ -124,7 +125,6 @@ def test_the_nan_lane_case_can_be_understood_from_its_report():
 def test_the_failing_request_and_its_rows_are_shown_past_the_first_rows():
     """A batch of 20 requests wrong only in request 17: its row of the row table, its probability rows (a
     row of V = 64 values by its deciding entries) and the sizes are in the report."""
-    stage = STAGES["rejection.random"]
     rng = np.random.default_rng(0)
     vocab, batch = 64, 20
     target = rng.random((batch, vocab)).astype(np.float32)
@@ -154,8 +154,8 @@ def test_reaching_triton_kernels_is_found_through_modules_closures_and_wrappers(
     """Every Triton implementation of ours reaches its kernels (some through a kept-kernel Launcher object,
     one through a closure here); no Torch one does."""
     env.prepare()
-    from specverify.backends import load
     from specverify.kernels.triton import rejection as triton_kernels
+    from specverify.records.backends import load
 
     def wrapper(**kw):
         return triton_kernels.greedy(**kw)

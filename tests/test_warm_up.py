@@ -13,8 +13,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from specverify import backends, calls, device, registry, session
-from specverify.backends import BACKENDS, Target
+from specverify.judge import calls, device
+from specverify.records import backends, registry
+from specverify.records.backends import BACKENDS, Target
+from specverify.runs import session
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from specverify.kernels.checks import reads_values
+from specverify.kernels.validation import reads_values
 from specverify.kernels.torch import rejection
 from specverify.kernels.torch.layout import (SPAN_LIVE, SPAN_PARALLEL, SPAN_REJECTED, as_flags, iota, low_bits,
                                              pair_rows, scalar, span_codes, span_flag)

@@ -15,7 +15,7 @@ import warnings
 
 import torch
 
-from specverify.kernels.checks import reads_values
+from specverify.kernels.validation import reads_values
 from specverify.kernels.torch.layout import as_flags, iota, low_bits, pair_rows, scalar
 from specverify.oracles import kv as oracle
 

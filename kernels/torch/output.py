@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from specverify.kernels.checks import reads_values
+from specverify.kernels.validation import reads_values
 from specverify.oracles.output import check_spec_metadata
 
 

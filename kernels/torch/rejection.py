@@ -15,7 +15,7 @@ import functools
 
 import torch
 
-from specverify.kernels.checks import reads_values
+from specverify.kernels.validation import reads_values
 from specverify.kernels.torch.layout import as_flags, constant, iota, low_bits, scalar, zeros
 from specverify.oracles.rejection import (PLACEHOLDER, check_expand, check_greedy, check_greedy_padded,
                                           check_random, check_recovered, check_sample, check_sample_padded)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from specverify.kernels.checks import reads_values, validate
+from specverify.kernels.validation import reads_values, validate
 from specverify.kernels.torch.layout import constant, iota, scalar
 from specverify.oracles.rejection_cdf import check_chain_cdf
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from specverify.kernels.checks import reads_values
+from specverify.kernels.validation import reads_values
 from specverify.kernels.torch.layout import constant, iota, scalar
 from specverify.oracles import scv as oracle
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from specverify.kernels.checks import reads_values
+from specverify.kernels.validation import reads_values
 from specverify.kernels.torch.layout import iota, iota_value, scalar
 from specverify.oracles import tree_verify as oracle
 

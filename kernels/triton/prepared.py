@@ -42,7 +42,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from specverify.kernels.checks import SCALAR_TYPES, checked
+from specverify.kernels.validation import SCALAR_TYPES, checked
 from specverify.kernels.triton import launch as launching
 from specverify.kernels.triton import workspace
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from specverify.kernels.checks import reads_values, validate
+from specverify.kernels.validation import reads_values, validate
 from specverify.kernels.triton.launch import launcher, next_power_of_2
 from specverify.kernels.triton.prepared import prepared
 from specverify.oracles.rejection_cdf import check_chain_cdf

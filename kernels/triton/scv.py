@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from specverify.kernels.checks import reads_values, validate
+from specverify.kernels.validation import reads_values, validate
 from specverify.kernels.triton.launch import cdiv, launcher
 from specverify.kernels.triton.prepared import prepared
 from specverify.oracles import scv as oracle

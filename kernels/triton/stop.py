@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from specverify.kernels.checks import reads_values, validate
+from specverify.kernels.validation import reads_values, validate
 from specverify.kernels.triton.launch import cdiv, launcher, next_power_of_2
 from specverify.kernels.triton.prepared import prepared
 from specverify.oracles import stop as oracle

@@ -16,7 +16,7 @@ import numpy as np
 import triton
 import triton.language as tl
 
-from specverify.kernels.checks import reads_values, validate
+from specverify.kernels.validation import reads_values, validate
 from specverify.kernels.triton.launch import launcher, next_power_of_2
 from specverify.kernels.triton.prepared import prepared
 from specverify.oracles import tree_verify as oracle

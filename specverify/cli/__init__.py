@@ -1,5 +1,5 @@
 """The command line: `specverify list | check | replay | show | bench | corpus | matrix | mutate`, one module
-per command (`specverify.cli.<command>`), every option from the one table in `specverify.options`.
+per command (`specverify.cli.<command>`), every option from the one table in `specverify.cli.options`.
 
 Exit status: 0 when everything checked passed (failures every one covered by an expect-fail waiver
 included); 1 on any other failure, a waiver that is no longer needed, or a run ended by SIGINT or SIGTERM
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     with interrupts.installed():
         args = None
         try:
-            from specverify import options
+            from specverify.cli import options
 
             if hasattr(sys.stdout, "reconfigure"):   # a killed run still shows what it did, in a pipe too
                 sys.stdout.reconfigure(line_buffering=True)
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def parsed(argv: list[str] | None):
     """The options, parsed again after a signal cut the first parse short (None when they are bad)."""
-    from specverify import options
+    from specverify.cli import options
 
     try:
         return options.parser().parse_args(argv)
@@ -67,22 +67,22 @@ def parsed(argv: list[str] | None):
 
 
 def command(args) -> int:
-    from specverify import options
+    from specverify import usage
     from specverify.extras import MissingExtra
 
     try:
         with warnings.catch_warnings():   # kernels' and libraries' warnings are not the run's output
             warnings.simplefilter("ignore")
             return importlib.import_module(f"specverify.cli.{MODULES[args.command]}").run(args)
-    except (options.UsageError, MissingExtra) as exc:
+    except (usage.UsageError, MissingExtra) as exc:
         print(f"specverify {args.command}: error: {exc}", flush=True)
-        return options.USAGE
+        return usage.USAGE
     except BaseException as exc:
-        calls = sys.modules.get("specverify.calls")    # a worker could not be set up: an error of the run
+        calls = sys.modules.get("specverify.judge.calls")    # a worker could not be set up: an error of the run
         if calls is None or not isinstance(exc, calls.RunSetupError):
             raise
         print(f"specverify {args.command}: error: {exc}", flush=True)
-        return options.NOTHING_CHECKED
+        return usage.NOTHING_CHECKED
 
 
 def stopped_early(args, why: str) -> int:
@@ -90,11 +90,11 @@ def stopped_early(args, why: str) -> int:
     `check` was asked for, holding nothing, marked interrupted. Exit status 1."""
     print(f"specverify: interrupted by {why} before anything was checked", flush=True)
     if args is not None and args.command == "check" and (args.json or args.junit or args.markdown):
-        from specverify import reports
-        from specverify.conformance import Run
-        from specverify.options import FAILED
+        from specverify.pages import report_files
+        from specverify.runs.verdicts import Run
+        from specverify.usage import FAILED
 
         run = Run([], args.profile, args.seed or 0, args.device or "cpu", exit_status=FAILED, interrupted=why)
-        for line in reports.write(run, args.json, args.junit, args.markdown):
+        for line in report_files.write(run, args.json, args.junit, args.markdown):
             print(f"specverify check: error: {line}", flush=True)
     return 1

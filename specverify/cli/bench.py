@@ -5,20 +5,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specverify import backends, env, selection, session
+from specverify import env
+from specverify.cli import selection
 from specverify.cli.output import console, say
-from specverify.options import FAILED, NOTHING_CHECKED, PASSED, UsageError
+from specverify.records import backends
+from specverify.runs import session
+from specverify.usage import FAILED, NOTHING_CHECKED, PASSED, UsageError
 
 
 def run(args) -> int:
-    from specverify.bench import report, run as bench_run
+    from specverify.bench import results, sweep
 
     if args.plot_from:
         try:
-            results = report.read_json(args.plot_from)
+            measured = results.read_json(args.plot_from)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        return plot(results, args.out or args.plot_from.parent)
+        return plot(measured, args.out or args.plot_from.parent)
     device = args.device or ("cuda" if env.cuda_available() else "cpu")
     why = backends.unavailable("torch", device)
     if why:
@@ -29,27 +32,27 @@ def run(args) -> int:
     outside, _ = selection.outside_sources(args, stages, "bench", args.timeout)
     if outside:
         stages = [s for s in stages if s.name in outside]
-    options = bench_run.Options(device, tuple(sum(args.batch or [list(bench_run.BATCHES)], [])),
-                                tuple(sum(args.vocab or [list(bench_run.VOCABS)], [])),
-                                bench_run.Settings(args.calls, args.replays, args.repeat),
-                                tuple(args.backend or ()) or None, outside,
-                                session.RunPlan.build(seed=args.seed, isolate=False, timeout=args.timeout,
-                                                      keep_findings=False))
+    options = sweep.Options(device, tuple(sum(args.batch or [list(sweep.BATCHES)], [])),
+                            tuple(sum(args.vocab or [list(sweep.VOCABS)], [])),
+                            sweep.Settings(args.calls, args.replays, args.repeat),
+                            tuple(args.backend or ()) or None, outside,
+                            session.RunPlan.build(seed=args.seed, isolate=False, timeout=args.timeout,
+                                                  keep_findings=False))
     say(f"specverify bench: {len(stages)} stage(s) on {device}, B {list(options.batches)}, V {list(options.vocabs)}")
     try:
-        results = bench_run.run(stages, options, progress)
+        measured = sweep.run(stages, options, progress)
     except session.ImplementationNotFound as exc:
         raise UsageError(f"--impl {exc}") from None
-    console.print(report.table(results))
-    for line in report.reference_lines(results):
+    console.print(results.table(measured))
+    for line in results.reference_lines(measured):
         say(line)
     out = args.out or Path("bench/results")
     if args.json:
-        report.write_json(results, out / "results.json")
+        results.write_json(measured, out / "results.json")
         say(f"wrote {out / 'results.json'}")
     if args.plots:
-        plot(results, out)
-    statuses = {r["status"] for r in results["rows"]}
+        plot(measured, out)
+    statuses = {r["status"] for r in measured["rows"]}
     return NOTHING_CHECKED if not statuses else FAILED if statuses - {"ok"} else PASSED
 
 

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import time
 
-from specverify import interrupts, options, reports, sandbox, selection, session
-from specverify.checks import Outcome
+from specverify import interrupts, usage
+from specverify.cli import selection
 from specverify.cli.output import ProgressListener, console, progress_bar, say
-from specverify.conformance import Run
-from specverify.options import FAILED, NOTHING_CHECKED
-from specverify.report import EXAMPLES_NOTE, coverage_tables, run_lines, summary_table, totals_line
+from specverify.judge import sandbox
+from specverify.pages import report_files
+from specverify.pages.terminal import EXAMPLES_NOTE, coverage_tables, run_lines, summary_table, totals_line
+from specverify.runs import session
+from specverify.runs.protocol import Outcome
+from specverify.runs.verdicts import Run
+from specverify.usage import FAILED, NOTHING_CHECKED
 
 
 def run(args) -> int:
@@ -36,15 +40,15 @@ def run(args) -> int:
     with interrupts.deferred():
         finished = chosen.finished(outcomes, interrupted) if chosen else nothing_ran(args, interrupted)
         print_run(finished, args, chosen, time.monotonic() - started)
-        problems = reports.write(finished, args.json, args.junit, args.markdown)
+        problems = report_files.write(finished, args.json, args.junit, args.markdown)
         late = interrupts.pending()
         if late and not finished.interrupted:     # the signal came while the run was being reported
             finished.interrupted, finished.exit_status = late, FAILED
-            problems = reports.write(finished, args.json, args.junit, args.markdown)
+            problems = report_files.write(finished, args.json, args.junit, args.markdown)
             say(interrupted_line(finished, time.monotonic() - started))
     for line in problems:
         say(f"specverify check: error: {line}")
-    return finished.exit_status if finished.exit_status == FAILED or not problems else options.USAGE
+    return finished.exit_status if finished.exit_status == FAILED or not problems else usage.USAGE
 
 
 def header(chosen: selection.Selection, args) -> str:
@@ -65,15 +69,15 @@ def header(chosen: selection.Selection, args) -> str:
 def spread(args, chosen: selection.Selection) -> str:
     """How the run is spread, for its first line; bad --devices or --ray values are usage errors here."""
     if args.devices and args.ray:
-        raise options.UsageError("--devices and --ray exclude each other")
+        raise usage.UsageError("--devices and --ray exclude each other")
     if args.ray:
         return f", Ray ({args.ray})"
-    from specverify import shard
+    from specverify.runs import shard
 
     try:
         lanes = shard.spread(args.devices, chosen.targets, chosen.plan)
     except shard.DevicesError as exc:
-        raise options.UsageError(str(exc)) from None
+        raise usage.UsageError(str(exc)) from None
     return f", {len(lanes)} worker(s): {', '.join(lane.name for lane in lanes)}" if lanes else ""
 
 
@@ -82,18 +86,18 @@ def run_targets(chosen: selection.Selection, args, listener) -> list[Outcome]:
     the CPU) or in this process (`shard.run`)."""
     try:
         if args.ray:
-            from specverify import cluster
+            from specverify.runs import cluster
 
             return cluster.run(chosen.targets, chosen.plan, args.ray, listener)
-        from specverify import shard
+        from specverify.runs import shard
 
         return shard.run(chosen.targets, chosen.plan, args.devices, listener)
     except session.ImplementationNotFound as exc:
-        raise options.UsageError(f"--impl {exc}") from None
+        raise usage.UsageError(f"--impl {exc}") from None
     except ValueError as exc:     # shard.DevicesError, cluster.RayError: --devices or --ray
         if type(exc).__name__ not in ("DevicesError", "RayError"):
             raise
-        raise options.UsageError(str(exc)) from None
+        raise usage.UsageError(str(exc)) from None
 
 
 def nothing_ran(args, interrupted: str | None) -> Run:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specverify import cases, corpus_admin
 from specverify.cli.output import say
-from specverify.options import PASSED, USAGE, UsageError
+from specverify.files import cases, corpus_admin
+from specverify.usage import PASSED, USAGE, UsageError
 
 
 def run(args) -> int:

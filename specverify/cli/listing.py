@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from specverify import backends, env, registry
+from specverify import env
 from specverify.cli.output import console, say
-from specverify.options import PASSED
+from specverify.records import backends, registry
+from specverify.usage import PASSED
 
 
 def run(args) -> int:

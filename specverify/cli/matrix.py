@@ -1,9 +1,10 @@
 """`specverify matrix REPORT.json... --out DIR`: reports side by side, DIR/matrix.html and DIR/matrix.md."""
 from __future__ import annotations
 
-from specverify import cases, matrix, matrix_page
 from specverify.cli.output import say
-from specverify.options import PASSED, UsageError
+from specverify.files import cases
+from specverify.pages import matrix, matrix_page
+from specverify.usage import PASSED, UsageError
 
 
 def run(args) -> int:

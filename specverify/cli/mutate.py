@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import time
 
-from specverify import interrupts, selection
+from specverify import interrupts
+from specverify.cli import selection
 from specverify.cli.output import console, say
-from specverify.options import FAILED, NOTHING_CHECKED, PASSED, USAGE, UsageError
+from specverify.usage import FAILED, NOTHING_CHECKED, PASSED, USAGE, UsageError
 
 
 def subjects(args) -> list:
     """The (stage, implementation) pairs a `specverify mutate` covers."""
-    from specverify.mutate import Subject
+    from specverify.mutation.mutation_run import Subject
 
     if sum(map(bool, (args.impl, args.vendor, args.backend))) != 1:
         raise UsageError("give one of --impl (with one --stage), --vendor and --backend")
@@ -30,7 +31,9 @@ def subjects(args) -> list:
 
 def run(args) -> int:
     """Enumerate the mutants of each subject, then (unless --list) run them and report."""
-    from specverify import mutants, mutate, mutate_report
+    from specverify.mutation import mutants
+    from specverify.mutation import mutation_run as mutate
+    from specverify.pages import mutation_report
 
     for op in args.operator or ():
         if op not in mutants.OPERATORS:
@@ -69,10 +72,10 @@ def run(args) -> int:
             f"that finished")
         run.stale, interrupted = [], True
     with interrupts.deferred():
-        console.print(mutate_report.summary_table(run))
-        for line in mutate_report.lines(run):
+        console.print(mutation_report.summary_table(run))
+        for line in mutation_report.lines(run):
             say(line)
-        problems = mutate_report.write(run, args.json, args.markdown)
+        problems = mutation_report.write(run, args.json, args.markdown)
     for line in problems:
         say(f"specverify mutate: error: {line}")
     ran = sum(len(s.results) for s in run.stages)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from specverify import session
+from specverify.runs import session
 
 console = Console(highlight=False, soft_wrap=True, emoji=False)   # "hostile2:OK" stays text
 if not console.is_terminal:  # logs and pipes: wide enough that tables never fold a stage name

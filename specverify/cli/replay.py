@@ -3,13 +3,16 @@ print the difference. Exit status 0 when every target passed, 1 when one failed,
 is unreadable or damaged."""
 from __future__ import annotations
 
-from specverify import cases, registry, selection, session
-from specverify.checks import CHECKS
+from specverify.cli import selection
 from specverify.cli.output import say
-from specverify.dialects import words
-from specverify.harness import Failure, OracleError
-from specverify.options import FAILED, PASSED, UsageError
-from specverify.report import failure_report, replay_command
+from specverify.files import cases
+from specverify.judge.failure_report import failure_report, replay_command
+from specverify.judge.harness import Failure, OracleError
+from specverify.records import registry
+from specverify.records.dialects import words
+from specverify.runs import session
+from specverify.runs.catalogue import CHECKS
+from specverify.usage import FAILED, PASSED, UsageError
 
 
 def run(args) -> int:

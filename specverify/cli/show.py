@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import sys
 
-from specverify.options import PASSED, UsageError
+from specverify.usage import PASSED, UsageError
 
 
 def run(args) -> int:
     """Print the contracts of the selected stages (all, with the conventions, for none)."""
-    from specverify import contract_text
+    from specverify.pages import contract_text
 
     try:
         data = contract_text.load()
     except (OSError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
         raise UsageError(f"the packaged contracts {contract_text.PACKAGED} could not be read ({why}): "
-                         "reinstall specverify, or run `python -m specverify.contract` in a checkout") from None
+                         "reinstall specverify, or run `python -m specverify.pages.contract_data` in a checkout") from None
     try:
         stages = contract_text.select(data, args.stage)
     except LookupError as exc:
@@ -24,7 +24,7 @@ def run(args) -> int:
     if args.markdown:
         sys.stdout.write(contract_text.show_markdown(stages) if stages else contract_text.all_markdown(data))
     else:
-        from specverify.contract_terminal import show
+        from specverify.pages.contract_terminal import show
 
         show(data, stages)
     return PASSED

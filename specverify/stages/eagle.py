@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.bench import inputs as bench
 from specverify.oracles import eagle as oracle
-from specverify.stage import BENCH_SPEC, Buffer, Example, I, Layout, O, Stage, kernels
+from specverify.records import bench_inputs as bench
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, Layout, O, Stage, kernels
 from specverify.strategies import eagle as draw
 
 IDX = "int32|int64"

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.bench import inputs as bench
 from specverify.oracles import graph as oracle
-from specverify.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
+from specverify.records import bench_inputs as bench
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
 from specverify.strategies import graph as draw
 
 IDX = "int32|int64"

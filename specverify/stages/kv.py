@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.bench import inputs as bench
-from specverify.materialize import np_dtype
 from specverify.oracles import kv as oracle
-from specverify.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
+from specverify.records import bench_inputs as bench
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
+from specverify.records.values import np_dtype
 from specverify.strategies import kv as draw
 
 SOURCE = "float16|bfloat16|float32"

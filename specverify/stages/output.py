@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.bench import inputs as bench
 from specverify.oracles import output as oracle
-from specverify.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
+from specverify.records import bench_inputs as bench
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
 from specverify.strategies import output as draw
 
 HOST = "specverify.kernels.host.output"

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.bench import inputs as bench
 from specverify.oracles import rejection as oracle
-from specverify.stage import BENCH_SPEC, Buffer, Dialect, Example, I, Layout, O, Stage, kernels
+from specverify.records import bench_inputs as bench
+from specverify.records.stage import BENCH_SPEC, Buffer, Dialect, Example, I, Layout, O, Stage, kernels
 from specverify.strategies import rejection as draw
 from specverify.strategies.deciding import rejection_rows
 

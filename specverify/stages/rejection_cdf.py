@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.bench import inputs as bench
 from specverify.oracles import rejection_cdf as oracle
-from specverify.stage import BENCH_SPEC, Dialect, Example, I, O, Stage, kernels
+from specverify.records import bench_inputs as bench
+from specverify.records.stage import BENCH_SPEC, Dialect, Example, I, O, Stage, kernels
 from specverify.strategies import rejection_cdf as draw
 from specverify.strategies.deciding import rejection_rows
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from specverify.oracles import tree as oracle
-from specverify.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
 from specverify.strategies import tree as draw
 
 BENCH_TOPK, BENCH_DEPTH = 4, 3      # SGLang's EAGLE defaults: 4 beams, 3 steps

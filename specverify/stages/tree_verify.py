@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.bench import inputs as bench
 from specverify.oracles import tree_verify as oracle
-from specverify.stage import BENCH_SPEC, Dialect, Example, I, O, Stage, kernels
+from specverify.records import bench_inputs as bench
+from specverify.records.stage import BENCH_SPEC, Dialect, Example, I, O, Stage, kernels
 from specverify.strategies import tree_verify as draw
 from specverify.strategies.tree_shapes import depths, links, parents
 

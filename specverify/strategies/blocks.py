@@ -12,9 +12,11 @@ from dataclasses import dataclass, replace
 from functools import lru_cache, wraps
 
 import numpy as np
-from hypothesis import event, strategies as st, target
+from hypothesis import event
+from hypothesis import strategies as st
+from hypothesis import target
 
-from specverify.stage import Buffer, DrawContext, Example, Layout
+from specverify.records.stage import Buffer, DrawContext, Example, Layout
 
 PLACEHOLDER = -1
 VOCAB_EDGES = (1, 2, 8191, 8192, 8193, 151936)   # one id, tile edges and a real vocabulary (Qwen's)

@@ -14,7 +14,7 @@ import textwrap
 
 import numpy as np
 
-from specverify.stage import Example
+from specverify.records.stage import Example
 
 PER_TOKEN = ("target_probs", "draft_probs")   # [T, V] (flat, by cu_num_draft_tokens) or [B, K(+1), V]
 PER_REQUEST = ("inv_q",)                      # [B, V]: the request's exponential noise

@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from specverify.stage import BENCH_SPEC, Buffer, DrawContext, Example, Layout
+from specverify.records.stage import BENCH_SPEC, Buffer, DrawContext, Example, Layout
 from specverify.strategies import rejection
-from specverify.strategies.blocks import (PLACEHOLDER, batch_size, bound, draft_batch, exclusive_offsets,
-                                          generator, host_hint, inclusive_offsets, invalid, label, labelled_dtype,
-                                          layout, mode, one_invalid, request_rows, short, vocab_size)
+from specverify.strategies.blocks import (PLACEHOLDER, batch_size, bound, draft_batch, exclusive_offsets, generator,
+                                          host_hint, inclusive_offsets, invalid, label, labelled_dtype, layout, mode,
+                                          one_invalid, request_rows, short, vocab_size)
 
 INT32_MAX = 2**31 - 1
 

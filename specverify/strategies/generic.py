@@ -15,7 +15,7 @@ Output buffers are fields too. A host stage's argument handed over in a containe
 where the container keeps the change (a list holds Python ints whatever the integer dtype).
 
 When two fields disagree on a bound size, the error may be raised while checking the other one: its
-message must then name the field the size was taken from (the checks in `oracles/checks.py` say
+message must then name the field the size was taken from (the checks in `oracles/arguments.py` say
 "(B = len(cu_num_draft_tokens))").
 """
 from __future__ import annotations
@@ -27,9 +27,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import numpy as np
-from hypothesis import assume, strategies as st
+from hypothesis import assume
+from hypothesis import strategies as st
 
-from specverify.stage import Buffer, DrawContext, Example, Field, Layout, Stage
+from specverify.records.stage import Buffer, DrawContext, Example, Field, Layout, Stage
 from specverify.strategies.blocks import label
 
 # dtypes tried outside a field's allowed set, nearest misses first

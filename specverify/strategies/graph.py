@@ -11,10 +11,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from specverify.compare import output_value
-from specverify.materialize import POISON_A
 from specverify.oracles.graph import INT32_MAX
-from specverify.stage import Buffer, DrawContext, Example, Layout
+from specverify.records.stage import Buffer, DrawContext, Example, Layout
+from specverify.records.values import POISON_A, output_value
 from specverify.strategies.blocks import (batch_size, exclusive_offsets, generator, invalid, label, labelled_dtype,
                                           layout, one_invalid)
 from specverify.strategies.eagle import buffers, rows_table

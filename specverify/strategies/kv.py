@@ -12,16 +12,16 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from specverify.compare import output_value
 from specverify.oracles.kv import BITS, FP8, LAYOUTS, SOURCES, fp8_code_of_bits, fp8_value
-from specverify.stage import Buffer, DrawContext, Example, Layout
+from specverify.records.stage import Buffer, DrawContext, Example, Layout
+from specverify.records.values import output_value
 from specverify.strategies.blocks import (batch_size, generator, invalid, label, labelled_dtype, layout, mode,
                                           one_invalid, short)
 
 
 def cast(values: np.ndarray, dtype: str) -> np.ndarray:
     """float64 values in a source dtype, clipped to its finite range (bf16 rounds through float32)."""
-    import ml_dtypes   # a second to import: only where a draw needs it
+    import ml_dtypes  # a second to import: only where a draw needs it
 
     top = float(ml_dtypes.finfo(dtype).max)
     return np.clip(values, -top, top).astype(np.float32).astype(dtype)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from specverify.stage import Buffer, DrawContext, Example
+from specverify.records.stage import Buffer, DrawContext, Example
 from specverify.strategies.blocks import (PLACEHOLDER, SMALL_ARRAY, batch_size, bound, draft_batch, generator,
                                           inclusive_offsets, index_dtype, invalid, label, mode, one_invalid, short,
                                           token_ids, vocab_size)

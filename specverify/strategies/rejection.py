@@ -4,15 +4,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from hypothesis import assume, strategies as st
+from hypothesis import assume
+from hypothesis import strategies as st
 
-from specverify.compare import output_value, output_values
-from specverify.materialize import POISON_A, filled
 from specverify.oracles.rejection import residual
-from specverify.stage import Buffer, DrawContext, Example
-from specverify.strategies.blocks import (PLACEHOLDER, aim, DraftBatch, batch_size, bound, draft_batch, generator,
-                                          inclusive_offsets, invalid, label, layout, mode, one_invalid,
-                                          request_rows, short, token_ids, vocab_size)
+from specverify.records.stage import Buffer, DrawContext, Example
+from specverify.records.values import POISON_A, filled, output_value, output_values
+from specverify.strategies.blocks import (PLACEHOLDER, DraftBatch, aim, batch_size, bound, draft_batch, generator,
+                                          inclusive_offsets, invalid, label, layout, mode, one_invalid, request_rows,
+                                          short, token_ids, vocab_size)
 
 
 @st.composite

@@ -11,10 +11,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from specverify.compare import output_value, output_values
-from specverify.materialize import POISON_A, filled
 from specverify.oracles.rejection_cdf import PLACEHOLDER, accepts, residual, running_sums
-from specverify.stage import Buffer, DrawContext, Example
+from specverify.records.stage import Buffer, DrawContext, Example
+from specverify.records.values import POISON_A, filled, output_value, output_values
 from specverify.strategies.blocks import batch_size, generator, invalid, label, mode, one_invalid, short
 from specverify.strategies.rejection import table_budget
 

@@ -14,13 +14,11 @@ from fractions import Fraction
 import numpy as np
 from hypothesis import strategies as st
 
-from specverify.compare import output_value
 from specverify.oracles.scv import PLACEHOLDER
-from specverify.stage import Buffer, DrawContext, Example
+from specverify.records.stage import Buffer, DrawContext, Example
+from specverify.records.values import output_value
 from specverify.strategies.blocks import (draft_batch, generator, inclusive_offsets, index_dtype, invalid, label,
-                                          labelled_dtype,
-                                          layout, one_invalid, request_rows, short, vocab_size)
-
+                                          labelled_dtype, layout, one_invalid, request_rows, short, vocab_size)
 
 # ---------------------------------------------------------------- scv.acceptance_mask
 

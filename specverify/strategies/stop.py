@@ -11,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from specverify.compare import output_value
 from specverify.oracles.stop import LOWEST, PLACEHOLDER, sequential_stopping
-from specverify.stage import Buffer, DrawContext, Example
-from specverify.strategies.blocks import (batch_size, generator, invalid, label, labelled_dtype, layout,
-                                          one_invalid, short)
+from specverify.records.stage import Buffer, DrawContext, Example
+from specverify.records.values import output_value
+from specverify.strategies.blocks import (batch_size, generator, invalid, label, labelled_dtype, layout, one_invalid,
+                                          short)
 
 POOL = 12   # token ids 0..POOL-1: stop ids and tokens collide often
 SCENARIOS = ("run", "stop id", "stop id last", "stop id as the bonus", "stop id at the cap", "cap crossed",

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from specverify.compare import output_value, output_values
 from specverify.oracles import tree as oracle
-from specverify.stage import Buffer, DrawContext, Example
+from specverify.records.stage import Buffer, DrawContext, Example
+from specverify.records.values import output_value, output_values
 from specverify.strategies.blocks import batch_size, generator, invalid, label, layout, one_invalid, short
 
 INDEX_OUTPUTS = ("positions", "retrieve_index", "retrieve_next_token", "retrieve_next_sibling")

@@ -11,10 +11,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from specverify.compare import output_value
-from specverify.materialize import POISON_A, filled
 from specverify.oracles import tree_verify as oracle
-from specverify.stage import Buffer, DrawContext, Example
+from specverify.records.stage import Buffer, DrawContext, Example
+from specverify.records.values import POISON_A, filled, output_value
 from specverify.strategies.blocks import PLACEHOLDER, batch_size, generator, invalid, label, layout, mode, one_invalid
 from specverify.strategies.tree_shapes import Trees, node_count, trees
 

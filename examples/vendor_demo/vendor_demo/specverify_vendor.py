@@ -1,6 +1,6 @@
 """What vendor_demo implements, by specverify stage name: the one declaration specverify reads.
 
-Registered in pyproject.toml under the entry-point group `specverify.vendors`. Values are
+Registered in pyproject.toml under the entry-point group `specverify.files.vendors`. Values are
 "module:function" strings, so reading this declaration imports none of the kernels.
 """
 IMPLEMENTATIONS = {

@@ -1,6 +1,6 @@
 """What vendor_domain implements, by specverify stage name, with the domain each kernel is written for.
 
-Registered in pyproject.toml under the entry-point group `specverify.vendors`. A value is a
+Registered in pyproject.toml under the entry-point group `specverify.files.vendors`. A value is a
 "module:function" string or a table: `impl`, the `domain` it supports (each restriction with the call
 site that guarantees it), the rule `dialect` it follows. Plain data: reading it imports no kernel.
 """
