@@ -23,6 +23,8 @@ f32, i32, i64 = np.float32, np.int32, np.int64
 CU = "inclusive offsets: request r owns draft positions start(r) .. cu[r] - 1"
 # the draft ids an engine's drafter may never produce (vLLM's random kernel reads an out-of-vocabulary
 # draft's probabilities from the next row; FlashInfer's reads a -1 draft's from column -1)
+# vLLM's rejection sampler asserts max_spec_len <= 128 (its MAX_SPEC_LEN) before it calls its kernels
+SPEC_BOUND = {"max_spec_len": 0}
 DRAFT_CLASSES = {"oov_drafts": ("draft_token_ids", "oov"), "placeholder_drafts": ("draft_token_ids", "placeholder")}
 DRAFTS = "draft ids, request by request; -1 and ids >= V allowed"
 BONUS = "the token a row emits after accepting all its drafts"
@@ -87,6 +89,7 @@ def greedy_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
 
 GREEDY = Stage(
     name="rejection.greedy",
+    bounded=SPEC_BOUND,
     doc="emit target argmaxes up to the first mismatching draft; the bonus after a fully accepted row",
     inputs=(
         I("draft_token_ids", "int32", "T", doc=DRAFTS),
@@ -243,6 +246,7 @@ RANDOM_DIALECTS = {
 
 RANDOM = Stage(
     name="rejection.random",
+    bounded=SPEC_BOUND,
     classes=DRAFT_CLASSES,
     doc="rejection sampling of the non-greedy rows: accept while p/q >= u, the recovered token at the first reject",
     inputs=(
@@ -381,6 +385,12 @@ def expand_example() -> Example:
     }, outputs={"expanded": Buffer((5,), "float32")})
 
 
+def most_tokens(example: Example) -> int:
+    """The most tokens of one request of a rejection.expand call (0 without requests)."""
+    ends = np.asarray(example.inputs["cu_num_tokens"], np.int64)
+    return int(np.diff(ends, prepend=0).max(initial=0))
+
+
 def expand_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     """Bench: per-request temperatures (a quarter 0, greedy) broadcast to K tokens each, 0 replaced by 1."""
     x = np.where(rng.random(batch) < 0.25, 0.0, rng.uniform(0.5, 1.5, batch)).astype(f32)
@@ -393,6 +403,10 @@ def expand_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
 EXPAND = Stage(
     name="rejection.expand",
     dtype_follows={"expanded": "x"},
+    # the most tokens of a request: vLLM's expand_kernel handles at most 128 (MAX_SPEC_LEN) per request, and
+    # its only caller, the rejection sampler, asserts max_spec_len <= 128
+    bounded={"max_spec_len": 0},
+    measured={"max_spec_len": most_tokens},
     doc="broadcast a per-request value to the request's tokens, replacing one value",
     inputs=(
         I("x", "float32|int32|int64", "B", doc="one value per request"),
@@ -465,6 +479,7 @@ def sample_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
 
 SAMPLE = Stage(
     name="rejection.sample",
+    bounded=SPEC_BOUND,
     classes=DRAFT_CLASSES,
     presence_follows=("uniform_probs", "inv_q"),   # given exactly when is_greedy is
     doc="the whole verification step: greedy rows against the argmax, the others by rejection sampling",
