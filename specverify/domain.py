@@ -15,7 +15,8 @@ record allows several, `given = false` (always None) or `given = true` (always g
 input, a bound on a name in `Stage.bounds` (a shape symbol or an int scalar its strategies draw within the
 context's limits, or a measure of the example in `Stage.measured`, from above only) by an integer
 expression, a proper subset of the values of an int scalar in `Stage.choices`, and an input class in
-`Stage.classes` the implementation never receives. Every restriction carries its reason (the engine's call site that guarantees it). A name
+`Stage.classes` the implementation never receives. Every restriction carries its reason (the engine's call
+site that guarantees it). A name
 the record lacks, a value it does not allow, a bound that widens the contract or leaves it as it is, or a
 restriction without a reason is a DomainError (one line, exit status 2).
 

@@ -730,7 +730,8 @@ missing noise while `is_greedy` is given.""",
     deciding=rejection_rows,
     impls=kernels("rejection", "sample_padded"),
     launches={"triton": 2, "torch": 36},
-    dialects={"approx_div": approx_div(oracle.sample_padded, sample_padded_approx_div_example, draw.sample_padded_approx_div_valid)},
+    dialects={"approx_div": approx_div(oracle.sample_padded, sample_padded_approx_div_example,
+                                       draw.sample_padded_approx_div_valid)},
 )
 
 STAGES = (GREEDY, RANDOM, RECOVERED, EXPAND, SAMPLE, GREEDY_PADDED, SAMPLE_PADDED)
