@@ -73,3 +73,25 @@ def random_wrong_only_on_oov_drafts(**kw):
     out, drafts = kw["output_token_ids"], kw["draft_token_ids"]
     oov = (drafts >= kw["target_probs"].shape[1]).any()
     out.add_(oov.to(out.dtype))
+
+
+def build_without_bitpacking(**kw):
+    """`tree.build` for SGLang's caller, which chooses FULL_MASK or QLEN_ONLY only: it raises on mode 2 (as
+    SGLang's mask-size helper does)."""
+    from specverify.kernels.torch.tree import build
+
+    if kw["tree_mask_mode"] == 2:
+        raise ValueError("tree_mask_mode 2 (QLEN_ONLY_BITPACKING) is not supported")
+    build(**kw)
+
+
+def expand_capped_at_128(*, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded):
+    """`rejection.expand` as vLLM's expand_kernel writes it: at most 128 tokens per request (its MAX_SPEC_LEN);
+    a longer request's later tokens are left unwritten."""
+    ends = cu_num_tokens.to(torch.int64)
+    counts = torch.diff(ends, prepend=ends.new_zeros(1))
+    request = torch.repeat_interleave(torch.arange(len(x), device=x.device), counts)
+    position = torch.arange(num_tokens, device=x.device) - (ends - counts)[request]
+    value = torch.where(x == torch.tensor(replace_from).to(x.dtype), torch.tensor(replace_to).to(x.dtype), x)
+    kept = position < 128
+    expanded[kept] = value[request][kept]

@@ -290,3 +290,60 @@ def test_a_dialect_is_offered_only_when_the_failing_case_passes_under_it(tmp_pat
     for rule in verdict["rules"]:
         assert rule["case"].startswith(("fails: ", "not judged: ")) and rule["judged"] == 0, rule
     assert "under dialect strict (ties reject: f32(u * q) < p) instead: the failing case fails too" in out, out
+
+
+def test_every_stage_dividing_p_by_q_has_approx_div_with_a_worked_example_outside_its_band():
+    stages = registry.all_stages()
+    having = sorted(name for name, stage in stages.items() if "approx_div" in stage.dialects)
+    assert having == ["rejection.random", "rejection.sample", "rejection.sample_padded"]
+    above, below = approx_div_example().inputs["uniform_probs"]
+    for name in having[1:]:
+        under = dialects.judged(stages[name], "approx_div")
+        example = stages[name].dialects["approx_div"].worked()
+        assert draw.approx_div_inexact(example) is None
+        assert example.inputs["uniform_probs"].reshape(-1).tolist() == [above, below]
+        out = oracle_outputs(under, example)["output_token_ids"]
+        assert out[0, 0] == 3 and out[1].tolist() == [1, 3]     # rejected (recovered 3); accepted, then the bonus
+    assert "### Dialect `approx_div`" in show_text([stages["rejection.sample_padded"]])
+
+
+def padded_division_ties(requests: int = 4096, seed: int = 3):
+    """rejection.sample_padded, one draft per random row, u exactly the correctly rounded f32(p / q) (a tie:
+    accept) where p * (1 / q) rounds below it: only the record's rule judges it (inside approx_div's band)."""
+    from specverify.records.stage import Buffer, Example
+
+    rng = np.random.default_rng(seed)
+    p, q = np.sort(rng.random((2, requests), dtype=np.float32) * np.float32(0.9) + np.float32(0.05), axis=0)
+    exact = (p / q).astype(np.float32)
+    low = (p * (np.float32(1) / q).astype(np.float32)).astype(np.float32) < exact
+    p, q, exact = p[low], q[low], exact[low]
+    rows = len(p)
+    probs = lambda first: np.stack([first, 1 - first], 1).astype(np.float32).reshape(rows, 1, 2)   # noqa: E731
+    return Example(tier="valid", inputs={
+        "draft_token_ids": np.zeros((rows, 1), np.int64), "draft_probs": probs(q), "target_probs": probs(p),
+        "bonus_token_ids": np.ones(rows, np.int64), "is_greedy": np.zeros(rows, bool),
+        "uniform_probs": exact.astype(np.float64).reshape(rows, 1), "inv_q": np.ones((rows, 2), np.float32),
+    }, outputs={"output_token_ids": Buffer((rows, 2), "int64"), "num_rejected_tokens": Buffer((rows,), "int64"),
+                "last_token_ids": Buffer((rows,), "int64")})
+
+
+def test_approx_div_on_sample_padded_accepts_an_approximate_division_and_catches_a_real_bug(tmp_path, capsys):
+    """tests/approx_div_padded_kernel.py divides as p * (1 / q), on every device."""
+    from tests import approx_div_padded_kernel as fixture
+
+    declared = tmp_path / "declare.toml"
+    declared.write_text('dialect = "approx_div"\n')
+    run = ["check", "--stage", "rejection.sample_padded", "--device", "cpu", "--examples", "60",
+           "--check", "valid", "--findings", str(tmp_path / "f")]
+    assert main([*run, "--impl", "tests.approx_div_padded_kernel:sample_padded", "--declare", str(declared)]) == 0
+    assert "conforms" in capsys.readouterr().out
+    assert main([*run, "--impl", "tests.approx_div_padded_kernel:sample_padded_ignoring_q",
+                 "--declare", str(declared)]) == 1
+    assert "does not conform" in capsys.readouterr().out
+    stage = registry.all_stages()["rejection.sample_padded"]
+    target = Target(stage, BACKENDS["torch"], "cpu", "tests.approx_div_padded_kernel:sample_padded",
+                    fixture.sample_padded)
+    ties = padded_division_ties()
+    assert len(ties.inputs["uniform_probs"]) > 100
+    assert verdict(target, ties).startswith("rejection.sample_padded on torch/cpu: ")
+    assert draw.approx_div_inexact(ties)   # the dialect does not judge it byte for byte

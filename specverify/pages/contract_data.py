@@ -248,12 +248,17 @@ def declarable_items(stage: Stage) -> list[str]:
             items.append(f"`{name}`: has the dtype of `{f['dtype_follows']}`")
         if f["optional"]:
             items.append(f"`{name}`: `given = false` (always None) or `given = true` (always given)")
-    items += [f"bound on `{name}` (the contract: `{name} >= {low}`)" for name, low in allowed["bounds"].items()]
+    items += [f"bound on `{name}` (the contract: `{name} >= {low}`)" if name not in allowed["measured"] else
+              f"upper bound on `{name}`, {MEASURED_WORDS.get(name, 'a most over the call')} (the contract: none)"
+              for name, low in allowed["bounds"].items()]
+    items += [f"`{name}`: values, a part of {{{', '.join(str(v) for v in values)}}}"
+              for name, values in allowed["values"].items()]
     items += [f"excludes `{klass}` ({field}: {CLASS_WORDS[kind]})"
               for klass, (field, kind) in allowed["classes"].items()]
     return items
 
 
+MEASURED_WORDS = {"max_spec_len": "the most tokens of one request"}
 CLASS_WORDS = {"oov": "an id >= V", "placeholder": "a -1", "true": "a True entry"}
 
 

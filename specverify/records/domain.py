@@ -6,19 +6,22 @@ data, checked against the stage's record by `parse`:
     {"fields": {"sampled_token_ids": {"layout": "rows", "reason": "..."},
                 "draft_probs": {"given": false, "reason": "..."}},
      "bounds": {"B <= 8": "...", "pad_query_len >= 1": "..."},
+     "values": {"tree_mask_mode": {"in": [0, 1], "reason": "..."}},
      "excludes": {"discarded_rows": "..."}}
 
 What may be declared comes from the record (`declarable`): a layout class for a field that may be strided
 (`contiguous`; `rows`, rows strided with unit column step), a proper subset of the dtypes of a field whose
 record allows several, `given = false` (always None) or `given = true` (always given) for an optional
 input, a bound on a name in `Stage.bounds` (a shape symbol or an int scalar its strategies draw within the
-context's limits) by an integer expression, and an input class in `Stage.classes` the implementation
-never receives. Every restriction carries its reason (the engine's call site that guarantees it). A name
+context's limits, or a measure of the example in `Stage.measured`, from above only) by an integer
+expression, a proper subset of the values of an int scalar in `Stage.choices`, and an input class in
+`Stage.classes` the implementation never receives. Every restriction carries its reason (the engine's call
+site that guarantees it). A name
 the record lacks, a value it does not allow, a bound that widens the contract or leaves it as it is, or a
 restriction without a reason is a DomainError (one line, exit status 2).
 
-The domain is a parameter of drawing: the strategies read the bounds, dtypes, presences and excluded
-classes from `DrawContext` (a drawn choice mapped into the domain, never a rejected draw), and `project`
+The domain is a parameter of drawing: the strategies read the bounds, value sets, dtypes, presences and
+excluded classes from `DrawContext` (a drawn choice mapped into the domain, never a rejected draw), and `project`
 maps every drawn example onto its layouts, its absent optional inputs and its integer dtypes (values
 unchanged). `outside` says why a stored case lies outside the domain (the corpus check counts it, not
 replays it).
@@ -37,7 +40,7 @@ import numpy as np
 
 from specverify import bounded
 from specverify.records.backends import Target
-from specverify.records.stage import Example, Layout, Stage
+from specverify.records.stage import DrawContext, Example, Layout, Stage
 from specverify.usage import did_you_mean
 
 if sys.version_info >= (3, 11):
@@ -52,7 +55,8 @@ ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.m
               ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow}
 FIELD_KEYS = {"layout", "dtypes", "given", "reason"}
 SCALAR_DTYPES = {"int", "float", "bool"}   # Python scalars: their type is no dtype a domain may narrow
-TOP_KEYS = {"fields", "bounds", "excludes"}
+TOP_KEYS = ("fields", "bounds", "values", "excludes")
+VALUES_KEYS = ("in", "reason")
 DECLARATION_KEYS = ("impl", "domain", "dialect", "validates", "interpreted")
 DECLARED_INTERPRETED = "its declaration says its kernels run in Triton's interpreter"
 MAX_DECLARATION = 1 << 16     # bytes of a --declare file
@@ -65,9 +69,10 @@ class DomainError(LookupError):
 
 @dataclass(frozen=True)
 class Restriction:
-    kind: str          # "layout", "dtypes", "given", "bound", "excludes"
-    subject: str       # the field, the bounded name, or the excluded input class
-    value: object      # layout class; dtypes tuple; bool (given); (low, high), None where unbounded; (field, kind)
+    kind: str          # "layout", "dtypes", "given", "bound", "values", "excludes"
+    subject: str       # the field, the bounded or restricted name, or the excluded input class
+    value: object      # layout class; dtypes tuple; bool (given); (low, high), None where unbounded; values tuple;
+                       # (field, kind)
     reason: str        # the engine's call site that guarantees it
 
     @property
@@ -81,6 +86,8 @@ class Restriction:
             return f"`{self.subject}` {' or '.join(self.value)}"
         if self.kind == "given":
             return f"`{self.subject}` always given" if self.value else f"`{self.subject}` always None"
+        if self.kind == "values":
+            return f"`{self.subject}` in {{{', '.join(str(v) for v in self.value)}}}"
         low, high = self.value
         parts = ([f"{self.subject} >= {low}"] if low is not None else []) + \
                 ([f"{self.subject} <= {high}"] if high is not None else [])
@@ -166,6 +173,7 @@ class Domain:
         invalid-tier case breaks is not asked."""
         found = []
         sizes = symbol_values(stage, example)
+        sizes.update({name: value for name, measure in stage.measured.items() if (value := measure(example)) is not None})
         for r in self.restrictions:
             name = r.subject
             if name == example.bad_field:
@@ -185,6 +193,9 @@ class Domain:
                     found.append(r.short)
             elif r.kind == "excludes":
                 if in_class(example, sizes, *r.value):
+                    found.append(r.short)
+            elif r.kind == "values":
+                if isinstance(value, int) and value not in r.value:
                     found.append(r.short)
             else:
                 drawn = sizes.get(name, value if isinstance(value, int) else None)
@@ -261,7 +272,8 @@ def symbol_values(stage: Stage, example: Example) -> dict[str, int]:
 
 def declarable(stage: Stage) -> dict[str, dict]:
     """What a declaration of `stage` may say, per field: its layout classes and whether `given` may be
-    declared; and the names it may bound, with the contract's own lowest value."""
+    declared; the names it may bound, with the contract's own lowest value (those of `measured` from above
+    only); the scalars it may restrict to a set, with the contract's values; the input classes it may exclude."""
     fields = {}
     for f in stage.inputs + stage.outputs:
         dtypes = tuple(f.dtype.split("|"))
@@ -269,7 +281,8 @@ def declarable(stage: Stage) -> dict[str, dict]:
                           "dtypes": dtypes if len(dtypes) > 1 and not SCALAR_DTYPES & set(dtypes) else (),
                           "dtype_follows": stage.dtype_follows.get(f.name),
                           "optional": f.optional and f in stage.inputs and f.name not in stage.presence_follows}
-    return {"fields": fields, "bounds": dict(stage.bounds), "classes": dict(stage.classes)}
+    return {"fields": fields, "bounds": dict(stage.bounds), "measured": tuple(stage.measured),
+            "values": dict(stage.choices), "classes": dict(stage.classes)}
 
 
 def parse(stage: Stage, declared: object, where: str) -> Domain:
@@ -278,9 +291,10 @@ def parse(stage: Stage, declared: object, where: str) -> Domain:
     prefix = f"{where}: {stage.name}"
     if not isinstance(declared, dict):
         raise DomainError(f"{prefix}: the domain must be a table, not {type(declared).__name__}")
-    unknown = sorted(set(declared) - TOP_KEYS)
+    unknown = sorted(set(declared) - set(TOP_KEYS))
     if unknown:
-        raise DomainError(f"{prefix}: unknown domain key {unknown[0]!r} (known: fields, bounds, excludes)")
+        raise DomainError(f"{prefix}: unknown domain key {unknown[0]!r} (known: {', '.join(TOP_KEYS)})"
+                          f"{did_you_mean(unknown[0], TOP_KEYS)}")
     allowed = declarable(stage)
     found: list[Restriction] = []
     fields = declared.get("fields", {})
@@ -294,6 +308,9 @@ def parse(stage: Stage, declared: object, where: str) -> Domain:
     merged: dict[str, list] = {}
     for text, reason in bounds.items():
         name, low, high = bound(prefix, allowed["bounds"], text)
+        if low is not None and name in allowed["measured"]:
+            raise DomainError(f"{prefix}: bound {text!r}: {name} is a most over the example: "
+                              f"only an upper bound ('{name} <= VALUE') may be declared")
         lo, hi = merged.setdefault(name, [None, None, []])[:2]
         merged[name][0] = low if low is not None else lo
         merged[name][1] = high if high is not None else hi
@@ -304,6 +321,11 @@ def parse(stage: Stage, declared: object, where: str) -> Domain:
             raise DomainError(f"{prefix}: bounds on {name} leave no call with {name} >= 1 "
                               f"(the contract allows {name} >= {contract_low})")
         found.append(Restriction("bound", name, (low, high), "; ".join(dict.fromkeys(reasons))))
+    values = declared.get("values", {})
+    if not isinstance(values, dict):
+        raise DomainError(f"{prefix}: domain.values must be a table of scalar names")
+    for name, entry in values.items():
+        found.append(value_restriction(prefix, allowed["values"], name, entry))
     excludes = declared.get("excludes", {})
     if not isinstance(excludes, dict):
         raise DomainError(f"{prefix}: domain.excludes must be a table of 'CLASS' = reason")
@@ -313,7 +335,38 @@ def parse(stage: Stage, declared: object, where: str) -> Domain:
                               f"({', '.join(allowed['classes']) or 'none'})")
         found.append(Restriction("excludes", klass, tuple(allowed["classes"][klass]),
                                  need_reason(f"{prefix}: excludes {klass!r}", reason)))
-    return Domain(stage.name, tuple(found))
+    domain = Domain(stage.name, tuple(found))
+    problem = stage.domain_problem(DrawContext(domain=domain)) if stage.domain_problem else ""
+    if problem:
+        raise DomainError(f"{prefix}: the domain leaves no call: {problem}")
+    return domain
+
+
+def value_restriction(prefix: str, choices: dict[str, tuple], name: str, entry: object) -> Restriction:
+    """The restriction of `{"in": [...], "reason": ...}` on scalar `name`: a non-empty proper subset of the
+    record's values, in the record's order."""
+    where = f"{prefix}: domain.values.{name}"
+    if name not in choices:
+        raise DomainError(f"{where}: {name} is not a scalar whose values this stage's record lets a domain "
+                          f"restrict ({', '.join(choices) or 'none'}){did_you_mean(name, list(choices))}")
+    if not isinstance(entry, dict):
+        raise DomainError(f"{where} must be a table (in, reason)")
+    unknown = sorted(set(entry) - set(VALUES_KEYS))
+    if unknown:
+        raise DomainError(f"{where}: unknown key {unknown[0]!r} (known: in, reason)"
+                          f"{did_you_mean(unknown[0], VALUES_KEYS)}")
+    reason = need_reason(where, entry.get("reason"))
+    record, listed = choices[name], entry.get("in")
+    if not isinstance(listed, list) or not listed or not all(type(v) is int for v in listed):
+        raise DomainError(f"{where}: 'in' must be a non-empty list of integers")
+    outside = [v for v in listed if v not in record]
+    if outside:
+        raise DomainError(f"{where}: {outside[0]} is not a value the contract allows "
+                          f"({', '.join(str(v) for v in record)})")
+    if set(listed) == set(record):
+        raise DomainError(f"{where}: {', '.join(str(v) for v in record)} are every value the contract allows: "
+                          f"it restricts nothing")
+    return Restriction("values", name, tuple(v for v in record if v in listed), reason)
 
 
 def field_restrictions(prefix: str, fields: dict, name: str, entry: object) -> list[Restriction]:
@@ -384,7 +437,7 @@ def bound(prefix: str, names: dict[str, int], text: object) -> tuple[str, int | 
     name, op, expression = matched.groups()
     if name not in names:
         raise DomainError(f"{prefix}: bound {text!r}: {name} is not a name this stage's draws can bound "
-                          f"({', '.join(names) or 'none'})")
+                          f"({', '.join(names) or 'none'}){did_you_mean(name, list(names))}")
     value = evaluate(prefix, text, expression)
     contract_low = names[name]
     if op in ("<=", "<"):

@@ -169,6 +169,12 @@ class DrawContext:
         """[low, high] for a drawn size or scalar `name`, narrowed to the declared domain's bound on it."""
         return (low, high) if self.domain is None else self.domain.limits(name, low, high)
 
+    def values(self, name: str, contract: tuple) -> tuple:
+        """The values of scalar `name` (a name in `Stage.choices`) to draw from: the `contract`'s, in its
+        order, narrowed to the declared domain's set (unchanged without one: a seed draws what it drew)."""
+        allowed = None if self.domain is None else self.domain.of("values", name)
+        return contract if allowed is None else tuple(v for v in contract if v in allowed)
+
     def given(self, name: str) -> bool | None:
         """The declared domain's presence of optional input `name`: True always given, False always None,
         None drawn either way."""
@@ -253,6 +259,16 @@ class Stage:
     # vocab_size input or the symbol V), "placeholder" (a -1) or "true" (a True entry); its strategies draw
     # none when excluded
     classes: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # int scalars a declared domain may restrict to a set of values, each with every value the contract allows;
+    # its strategies draw from `DrawContext.values`
+    choices: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    # names in `bounded` that no field carries, each read from an example by its function (a most over the
+    # requests, say; None where the example lacks what it is read from); a declared domain may bound them from
+    # above only
+    measured: Mapping[str, Callable[[Example], int | None]] = field(default_factory=dict)
+    # why a declared domain (given in a DrawContext) leaves no call of the contract, "" when it leaves some: the
+    # restrictions its draws combine that `specverify.records.domain.parse` cannot judge one by one
+    domain_problem: Callable[[DrawContext], str] | None = None
     # host hints: optional int inputs giving a bound a kernel may size its launch by on the host instead of
     # reading the device; a declared `given = true` on one matters to the no-sync check (specverify.runs.beyond_domain)
     hints: tuple[str, ...] = ()

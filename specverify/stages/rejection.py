@@ -23,6 +23,8 @@ f32, i32, i64 = np.float32, np.int32, np.int64
 CU = "inclusive offsets: request r owns draft positions start(r) .. cu[r] - 1"
 # the draft ids an engine's drafter may never produce (vLLM's random kernel reads an out-of-vocabulary
 # draft's probabilities from the next row; FlashInfer's reads a -1 draft's from column -1)
+# vLLM's rejection sampler asserts max_spec_len <= 128 (its MAX_SPEC_LEN) before it calls its kernels
+SPEC_BOUND = {"max_spec_len": 0}
 DRAFT_CLASSES = {"oov_drafts": ("draft_token_ids", "oov"), "placeholder_drafts": ("draft_token_ids", "placeholder")}
 DRAFTS = "draft ids, request by request; -1 and ids >= V allowed"
 BONUS = "the token a row emits after accepting all its drafts"
@@ -87,6 +89,7 @@ def greedy_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
 
 GREEDY = Stage(
     name="rejection.greedy",
+    bounded=SPEC_BOUND,
     doc="emit target argmaxes up to the first mismatching draft; the bonus after a fully accepted row",
     inputs=(
         I("draft_token_ids", "int32", "T", doc=DRAFTS),
@@ -197,13 +200,32 @@ def approx_div_example() -> Example:
     """p / q = 0.5 / 0.625 = 0.8 in both rows: row 0's uniform is the first f64 above the rule's band of
     f32 steps around f32(0.8) (rejected, whatever the division's last bits), row 1's the first below it
     (accepted, then the bonus)."""
-    ratio = f32(0.5) / f32(0.625)
-    lo = hi = ratio
+    rows = [[0.25, 0.625, 0.0625, 0.0625]] * 2
+    return random_call([1, 1], [1, 1], 1, rows, [[0.125, 0.5, 0.25, 0.125]] * 2, [3, 0], list(band_edges()), [2, 3])
+
+
+def approx_div(rule_oracle, worked, valid) -> Dialect:
+    """Dialect `approx_div` of a stage whose acceptance test divides p / q in f32: its record's oracle,
+    judged only on uniforms outside the band where a division within 2 ulp could decide otherwise."""
+    return Dialect(
+        doc="the record's rule with p / q computed by an approximate f32 division (CUDA's div.full.f32, "
+            "which Triton's `/` compiles to): documented within 2 ulp instead of correctly rounded",
+        rule=f"""\
+- the acceptance test is the record's (q > 0 and p / q >= u), but the quotient may be any f32 within
+  2 ulp of the exact p / q. The valid tier therefore draws every uniform outside the band of
+  {draw.APPROX_DIV_STEPS} f32 steps either side of the correctly rounded f32(p / q) (a uniform drawn inside it
+  is moved to the first f64 above it; the edges just outside are drawn on purpose), where every such
+  division decides alike: the verdict stays byte exact. The hazard tier is the record's.""",
+        words="approximate f32 division", oracle=rule_oracle, worked=worked, valid=valid,
+        inexact=draw.approx_div_inexact)
+
+
+def band_edges() -> tuple[float, float]:
+    """The first f64 above and below the approximate-division band around f32(0.5 / 0.625) = f32(0.8)."""
+    lo = hi = f32(0.5) / f32(0.625)
     for _ in range(draw.APPROX_DIV_STEPS):
         lo, hi = np.nextafter(lo, f32(-np.inf)), np.nextafter(hi, f32(np.inf))
-    rows = [[0.25, 0.625, 0.0625, 0.0625]] * 2
-    return random_call([1, 1], [1, 1], 1, rows, [[0.125, 0.5, 0.25, 0.125]] * 2, [3, 0],
-                       [np.nextafter(float(hi), np.inf), np.nextafter(float(lo), -np.inf)], [2, 3])
+    return float(np.nextafter(float(hi), np.inf)), float(np.nextafter(float(lo), -np.inf))
 
 
 STRICT_RULE = """- acceptance test of draft d at position t: accepted iff 0 <= d < V, q = `draft_probs[t, d]` (1 when
@@ -227,22 +249,13 @@ RANDOM_DIALECTS = {
         worked=strict_q0_example, valid=draw.random_strict_q0_valid,
         impls={backend: f"specverify.kernels.{backend}.rejection:random_strict_q0"
                for backend in ("torch", "triton")}),
-    "approx_div": Dialect(
-        doc="the record's rule with p / q computed by an approximate f32 division (CUDA's div.full.f32, "
-            "which Triton's `/` compiles to): documented within 2 ulp instead of correctly rounded",
-        rule=f"""\
-- the acceptance test is the record's (q > 0 and p / q >= u), but the quotient may be any f32 within
-  2 ulp of the exact p / q. The valid tier therefore draws every uniform outside the band of
-  {draw.APPROX_DIV_STEPS} f32 steps either side of the correctly rounded f32(p / q) (a uniform drawn inside it
-  is moved to the first f64 above it; the edges just outside are drawn on purpose), where every such
-  division decides alike: the verdict stays byte exact. The hazard tier is the record's.""",
-        words="approximate f32 division", oracle=oracle.random, worked=approx_div_example,
-        valid=draw.random_approx_div_valid, inexact=draw.approx_div_inexact),
+    "approx_div": approx_div(oracle.random, approx_div_example, draw.random_approx_div_valid),
 }
 
 
 RANDOM = Stage(
     name="rejection.random",
+    bounded=SPEC_BOUND,
     classes=DRAFT_CLASSES,
     doc="rejection sampling of the non-greedy rows: accept while p/q >= u, the recovered token at the first reject",
     inputs=(
@@ -381,6 +394,16 @@ def expand_example() -> Example:
     }, outputs={"expanded": Buffer((5,), "float32")})
 
 
+def most_tokens(example: Example) -> int | None:
+    """The most tokens of one request of a rejection.expand call (0 without requests; None where the call has
+    no offsets to read it from, an invalid example)."""
+    ends = example.inputs.get("cu_num_tokens")
+    if ends is None:
+        return None
+    ends = np.asarray(ends, np.int64)
+    return int(np.diff(ends, prepend=0).max(initial=0))
+
+
 def expand_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     """Bench: per-request temperatures (a quarter 0, greedy) broadcast to K tokens each, 0 replaced by 1."""
     x = np.where(rng.random(batch) < 0.25, 0.0, rng.uniform(0.5, 1.5, batch)).astype(f32)
@@ -393,6 +416,10 @@ def expand_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
 EXPAND = Stage(
     name="rejection.expand",
     dtype_follows={"expanded": "x"},
+    # the most tokens of a request: vLLM's expand_kernel handles at most 128 (MAX_SPEC_LEN) per request, and
+    # its only caller, the rejection sampler, asserts max_spec_len <= 128
+    bounded={"max_spec_len": 0},
+    measured={"max_spec_len": most_tokens},
     doc="broadcast a per-request value to the request's tokens, replacing one value",
     inputs=(
         I("x", "float32|int32|int64", "B", doc="one value per request"),
@@ -450,6 +477,19 @@ def sample_example() -> Example:
     }, outputs={"output_token_ids": Buffer((3, 3), "int32")})
 
 
+def sample_approx_div_example() -> Example:
+    """Two random rows of one draft each, p / q = 0.5 / 0.625 = 0.8: row 0's uniform is the first f64 above
+    the band around f32(0.8) (rejected: the recovered token, the largest residual max(p - q, 0) * inv_q),
+    row 1's the first below it (accepted, then the bonus)."""
+    draft = np.array([[0.25, 0.625, 0.0625, 0.0625]] * 2, f32)
+    return Example("valid", inputs={
+        "draft_token_ids": np.array([1, 1], i32), "cu_num_draft_tokens": np.array([1, 2], i32), "max_spec_len": 1,
+        "draft_probs": draft, "target_probs": np.array([[0.125, 0.5, 0.25, 0.125]] * 2, f32),
+        "bonus_token_ids": np.array([2, 3], i64), "is_greedy": np.array([False, False]),
+        "uniform_probs": np.array(band_edges()), "inv_q": np.array([[1, 1, 1, 4], [1, 1, 1, 1]], f32),
+    }, outputs={"output_token_ids": Buffer((2, 2), "int32")})
+
+
 def sample_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     """Bench: rejection.random's drafts and target rows (no draft probs), a quarter of the rows greedy,
     uniforms and noise given."""
@@ -465,6 +505,7 @@ def sample_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
 
 SAMPLE = Stage(
     name="rejection.sample",
+    bounded=SPEC_BOUND,
     classes=DRAFT_CLASSES,
     presence_follows=("uniform_probs", "inv_q"),   # given exactly when is_greedy is
     doc="the whole verification step: greedy rows against the argmax, the others by rejection sampling",
@@ -513,6 +554,7 @@ float32 [B, V] (None included).""",
     deciding=rejection_rows,
     impls=kernels("rejection", "sample"),
     launches={"triton": 2, "torch": 48},
+    dialects={"approx_div": approx_div(oracle.sample, sample_approx_div_example, draw.sample_approx_div_valid)},
 )
 
 
@@ -614,6 +656,19 @@ def sample_padded_example() -> Example:
                 "last_token_ids": Buffer((2,), "int64")})
 
 
+def sample_padded_approx_div_example() -> Example:
+    """rejection.sample's approx_div example on the padded layout: row 0 rejected at the band's upper edge
+    (the recovered token), row 1 accepted at its lower edge (then the bonus)."""
+    flat = sample_approx_div_example().inputs
+    return Example("valid", inputs={
+        "draft_token_ids": np.array([[1], [1]], i64), "draft_probs": flat["draft_probs"].reshape(2, 1, 4),
+        "target_probs": flat["target_probs"].reshape(2, 1, 4), "bonus_token_ids": np.array([2, 3], i64),
+        "is_greedy": np.array([False, False]), "uniform_probs": flat["uniform_probs"].reshape(2, 1),
+        "inv_q": flat["inv_q"],
+    }, outputs={"output_token_ids": Buffer((2, 2), "int64"), "num_rejected_tokens": Buffer((2,), "int64"),
+                "last_token_ids": Buffer((2,), "int64")})
+
+
 def sample_padded_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     """Bench: rejection.sample's contents in the padded layout: [B, K, V] target rows, no draft probs."""
     k = BENCH_SPEC
@@ -679,6 +734,8 @@ missing noise while `is_greedy` is given.""",
     deciding=rejection_rows,
     impls=kernels("rejection", "sample_padded"),
     launches={"triton": 2, "torch": 36},
+    dialects={"approx_div": approx_div(oracle.sample_padded, sample_padded_approx_div_example,
+                                       draw.sample_padded_approx_div_valid)},
 )
 
 STAGES = (GREEDY, RANDOM, RECOVERED, EXPAND, SAMPLE, GREEDY_PADDED, SAMPLE_PADDED)

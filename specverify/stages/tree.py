@@ -101,6 +101,11 @@ BUILD = Stage(
     },
     worked=draw.build_worked,
     bench=build_bench,
+    # SGLang's caller chooses FULL_MASK or QLEN_ONLY (its mask-size helper raises for any other mode); an engine
+    # sizes its trees (N) and draft steps (depth) by its speculative settings
+    choices={"tree_mask_mode": oracle.MODES},
+    bounded={"N": 1, "depth": 1},
+    domain_problem=draw.build_domain_problem,
 )
 
 

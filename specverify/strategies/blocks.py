@@ -126,16 +126,20 @@ def draft_batch(draw, ctx: DrawContext, low: int = 0, max_tokens: int | None = N
     At most `max_tokens` (and the context's limit) drafts in all: later requests lose drafts first.
     `kind` (a `mode`, drawn when not given): "single" is one request with one draft, "stress" has
     a long request (among short and empty ones when B > 1; ragged counts when the budget has no
-    room for a long request)."""
+    room for a long request). Within the declared bounds on `max_spec_len` (a long request at most as long
+    as the upper one allows)."""
     cap = ctx.max_tokens if max_tokens is None else min(max_tokens, ctx.max_tokens)
+    shortest, longest = ctx.limits("max_spec_len", 0, 1 << 62)
     kind = kind or draw(mode())
     if kind == "single" and low <= 1:
         label("batch: one request, one draft")
-        return DraftBatch(np.ones(1, np.int64), 1 + draw(st.sampled_from([0, 0, 1])))
+        spec = 1 + draw(st.sampled_from([0, 0, 1]))
+        return DraftBatch(np.ones(1, np.int64), max(shortest, min(spec, longest)))
     shape = draw(st.sampled_from(["uniform", "ragged", "sparse", "long", "long"]))
     if kind == "stress":   # a long request where the token budget has room for one
         shape = "long" if cap > 128 else "ragged"
-    spec = draw(st.integers(0, 8)) if shape != "long" else draw(st.integers(129, 300))
+    spec = draw(st.integers(0, min(8, longest))) if shape != "long" else \
+        draw(st.integers(min(129, longest), min(300, longest)))
     budget = max(1, cap // max(spec, 1))
     batch = draw(batch_size(ctx, low, budget))
     rng = draw(generator())
@@ -150,7 +154,7 @@ def draft_batch(draw, ctx: DrawContext, low: int = 0, max_tokens: int | None = N
         counts[rng.random(batch) < 0.1] = spec
         if batch:
             counts[draw(st.integers(0, batch - 1))] = spec
-    spec = max(spec, int(counts.max(initial=0))) + draw(st.sampled_from([0, 0, 1, 3]))
+    spec = max(shortest, min(longest, max(spec, int(counts.max(initial=0))) + draw(st.sampled_from([0, 0, 1, 3]))))
     ends = np.minimum(np.cumsum(counts), cap)
     if len(ends) and ends[-1] < counts.sum():
         label("batch: drafts cut to the token budget")

@@ -340,10 +340,17 @@ def approx_div_band(drafts, t: Tables) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 def approx_div_inexact(ex: Example) -> str | None:
     """Where a stored case's uniform lies inside the approximate-division band of its draft: there a
-    division within 2 ulp may decide either way, so no byte verdict is fair under `approx_div`."""
+    division within 2 ulp may decide either way, so no byte verdict is fair under `approx_div`. Flat or
+    padded layout; a case without uniforms (every row greedy) divides nothing."""
     x = ex.inputs
-    can, lo, hi = approx_div_band(x["draft_token_ids"], Tables(x["target_probs"], x["draft_probs"], None))
-    inside = can & (x["uniform_probs"] >= lo) & (x["uniform_probs"] <= hi)
+    if x.get("uniform_probs") is None:
+        return None
+    vocab = x["target_probs"].shape[-1]
+    flat = (lambda table: None if table is None else table.reshape(-1, vocab))   # noqa: E731
+    can, lo, hi = approx_div_band(x["draft_token_ids"].reshape(-1),
+                                  Tables(flat(x["target_probs"]), flat(x["draft_probs"]), None))
+    u = x["uniform_probs"].reshape(-1)
+    inside = can & (u >= lo) & (u <= hi)
     if not inside.any():
         return None
     return f"a uniform within {APPROX_DIV_STEPS} f32 steps of f32(p / q)"
@@ -658,7 +665,7 @@ def first_max_rows(target: np.ndarray) -> np.ndarray:
 
 
 @st.composite
-def sample_valid(draw, ctx: DrawContext) -> Example:
+def sample_valid(draw, ctx: DrawContext, uniforms_of=uniforms) -> Example:
     kind = draw(mode())
     batch, vocab = draw(sized_batch(ctx, kind))
     rng = draw(generator())
@@ -679,11 +686,16 @@ def sample_valid(draw, ctx: DrawContext) -> Example:
             "target_probs": t.target,
             "bonus_token_ids": rng.integers(0, draw(bound(vocab)), batch.batch).astype(np.int64),
             "is_greedy": is_greedy,
-            "uniform_probs": draw(uniforms(drafts, t, kind == "stress")) if noise else None,
+            "uniform_probs": draw(uniforms_of(drafts, t, kind == "stress")) if noise else None,
             "inv_q": t.inv_q if noise else None,
         },
         outputs={"output_token_ids": Buffer((batch.batch, batch.max_spec_len + 1), "int32")},
     )
+
+
+def sample_approx_div_valid(ctx: DrawContext):
+    """Dialect `approx_div`'s valid tier of rejection.sample: every uniform outside the approximate-division band."""
+    return sample_valid(ctx, approx_div_uniforms)
 
 
 def sample_hazard(ctx: DrawContext):
@@ -808,7 +820,7 @@ def padded_table(ex: Example):
 
 
 @st.composite
-def sample_padded_valid(draw, ctx: DrawContext) -> Example:
+def sample_padded_valid(draw, ctx: DrawContext, uniforms_of=uniforms) -> Example:
     kind = draw(mode())
     stress = kind == "stress"
     vocab = draw(vocab_size(ctx))
@@ -827,13 +839,18 @@ def sample_padded_valid(draw, ctx: DrawContext) -> Example:
         "target_probs": t.target.reshape(batch, k, vocab),
         "bonus_token_ids": rng.integers(0, draw(bound(vocab)), batch).astype(np.int64),
         "is_greedy": is_greedy,
-        "uniform_probs": draw(uniforms(drafts, t, stress)).reshape(batch, k) if noise else None,
+        "uniform_probs": draw(uniforms_of(drafts, t, stress)).reshape(batch, k) if noise else None,
         "inv_q": t.inv_q if noise else None,
     }
     cells, _ = table_budget(ctx)
     names = [n for n, v in inputs.items() if isinstance(v, np.ndarray) and (v.ndim < 3 or v.size * 27 <= cells)]
     return Example(tier="valid", inputs=inputs, outputs=draw(padded_outputs(batch, k, stress)),
                    layouts=draw(strided(inputs, names, stress)))
+
+
+def sample_padded_approx_div_valid(ctx: DrawContext):
+    """Dialect `approx_div`'s valid tier of rejection.sample_padded."""
+    return sample_padded_valid(ctx, approx_div_uniforms)
 
 
 def sample_padded_hazard(ctx: DrawContext):

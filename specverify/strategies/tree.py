@@ -58,21 +58,51 @@ def select(rng: np.random.Generator, parent_list: np.ndarray, topk: int, count: 
     return np.array(sorted(chosen), np.int64)
 
 
+LARGE_TREES = ((8, 17), (4, 65), (1, 1024))     # (topk, depth) of the large shape
+LARGE_NODES = (1024, 1000, 513)
+
+
+def build_modes(ctx: DrawContext) -> tuple[int, ...]:
+    """The mask modes to draw: the declared domain's, less mode 2 where its bound on N leaves no tree of at
+    most 32 nodes (`build_domain_problem` refuses a domain that leaves none)."""
+    low = ctx.limits("N", 1, oracle.MAX_NODES)[0]
+    return tuple(m for m in ctx.values("tree_mask_mode", oracle.MODES)
+                 if m != oracle.QLEN_ONLY_BITPACKING or low <= oracle.MAX_PACKED_NODES)
+
+
+def build_domain_problem(ctx: DrawContext) -> str:
+    """Why a declared domain of tree.build leaves no call ("" when it leaves some)."""
+    if build_modes(ctx):
+        return ""
+    return f"a bound N >= {ctx.limits('N', 1, oracle.MAX_NODES)[0]} leaves mode 2 (at most 32 nodes) no tree"
+
+
 @st.composite
 def build_shape(draw, ctx: DrawContext, mode: int) -> tuple[str, int, int, int]:
-    """(shape, topk, depth, N) within the mode's node limit."""
+    """(shape, topk, depth, N) within the mode's node limit and the declared bounds on N and depth (a shape
+    they exclude drawn as a beam; topk raised where the tree is too small for N's lower bound)."""
+    low, high = ctx.limits("N", 1, oracle.MAX_NODES)
+    shallow, deep = ctx.limits("depth", 1, oracle.MAX_NODES)
     shape = draw(st.sampled_from(["beam", "beam", "chain", "star", "root only"]))
     if not ctx.small and mode != oracle.QLEN_ONLY_BITPACKING and draw(st.integers(0, 5)) == 5:
         shape = "large"    # drawn on its own, so a failure shrinks to the smaller shapes
+    trees = [(k, d) for k, d in LARGE_TREES if shallow <= d <= deep]
+    sizes = [n for n in LARGE_NODES if low <= n <= high]
+    if (shape == "large" and not (trees and sizes)) or (shape == "star" and shallow > 1) or \
+            (shape == "root only" and low > 1):
+        shape = "beam"
     label(f"tree: {shape}")
     cap = 20 if ctx.small else oracle.MAX_PACKED_NODES if mode == oracle.QLEN_ONLY_BITPACKING else 64
+    cap = max(min(cap, high), low)
     if shape == "large":
-        topk, depth = draw(st.sampled_from([(8, 17), (4, 65), (1, 1024)]))
-        return shape, topk, depth, draw(st.sampled_from([1024, 1000, 513]))
+        topk, depth = draw(st.sampled_from(trees))
+        return shape, topk, depth, draw(st.sampled_from(sizes))
     topk = 1 if shape == "chain" else draw(st.integers(1, 4)) if shape != "star" else draw(st.integers(1, 40))
-    depth = 1 if shape == "star" else draw(st.integers(1, 12 if shape == "chain" else 5))
+    depth = 1 if shape == "star" else draw(st.integers(shallow, max(shallow, min(12 if shape == "chain" else 5, deep))))
+    while topk + (depth - 1) * topk * topk + 1 < low:
+        topk += 1
     entries = topk + (depth - 1) * topk * topk
-    nodes = 1 if shape == "root only" else draw(st.integers(1, min(entries + 1, cap)))
+    nodes = 1 if shape == "root only" else draw(st.integers(low, min(entries + 1, cap)))
     if nodes & (nodes - 1):
         label("tree: N not a power of two")
     return shape, topk, depth, nodes
@@ -80,7 +110,7 @@ def build_shape(draw, ctx: DrawContext, mode: int) -> tuple[str, int, int, int]:
 
 @st.composite
 def build_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
-    mode = draw(st.sampled_from(oracle.MODES))
+    mode = draw(st.sampled_from(build_modes(ctx)))
     label(f"mask: mode {mode}")
     shape, topk, depth, nodes = draw(build_shape(ctx, mode))
     high = 1 if shape == "large" else 3 if ctx.small else 64
@@ -186,7 +216,7 @@ def build_invalid(draw, ctx: DrawContext) -> Example:
     found += [invalid(ex, "tree_mask_mode", "0, 1 or 2", tree_mask_mode=3),
               invalid(ex, "N", "1..1024", N=draw(st.sampled_from([0, 1025]))),
               invalid(ex, "topk", ">= 1", topk=0)]
-    if x["tree_mask_mode"] != oracle.QLEN_ONLY_BITPACKING:
+    if x["tree_mask_mode"] != oracle.QLEN_ONLY_BITPACKING and oracle.QLEN_ONLY_BITPACKING in build_modes(ctx):
         found.append(invalid(ex, "N", "at most 32 nodes in mode 2", tree_mask_mode=2, N=33))
     return draw(one_invalid(found))
 
