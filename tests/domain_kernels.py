@@ -1,4 +1,4 @@
-"""Outside implementations with a narrower domain than the contract, for tests/test_domain.py."""
+"""Outside implementations with a narrower domain than the contract, for tests/records/test_domain.py."""
 import torch
 
 from specverify.kernels.torch.eagle import next_token_padded as ours

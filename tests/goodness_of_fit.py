@@ -23,7 +23,7 @@ try:                         # the `test` extra
 except ImportError as exc:
     raise missing(exc, "scipy", "test", "the statistical tests") from None
 
-#: Per-test significance level of the statistical tier (see tests/test_rejection_statistics.py for
+#: Per-test significance level of the statistical tier (see tests/stages/test_rejection_statistics.py for
 #: the family-wise false-alarm bound this implies).
 ALPHA = 1e-4
 

@@ -1,1 +1,1 @@
-"""A sample package for tests/test_mutants.py: libcst parses it, nothing launches its kernel."""
+"""A sample package for tests/mutation/test_mutants.py: libcst parses it, nothing launches its kernel."""

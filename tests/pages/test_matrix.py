@@ -20,7 +20,7 @@ from markdown_it import MarkdownIt
 from specverify.cli import main
 from specverify.pages import matrix, matrix_page
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "vendor_demo" / "reports" / "report.json"
 HOSTILE = "<script>document.title='owned'</script><img src=x onerror=alert(1)>"
 

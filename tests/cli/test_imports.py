@@ -14,7 +14,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # the wings, lowest first: a module may import its own wing and those before it
 WINGS = (("base", ("specverify", "specverify.env", "specverify.usage", "specverify.interrupts", "specverify.bounded",
                    "specverify.extras")),

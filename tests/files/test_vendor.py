@@ -18,7 +18,7 @@ from specverify.judge import worker
 from specverify.records import registry
 from specverify.runs.waivers import tomllib
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "vendor_demo"
 IMPLEMENTED = ["eagle.next_token_padded", "eagle.extend_queries", "rejection.recovered", "rejection.expand"]
 

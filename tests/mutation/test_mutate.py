@@ -18,9 +18,9 @@ from specverify.mutation import mutants
 from specverify.mutation import mutation_run as mutate
 from specverify.mutation.mutants import Mutant
 from specverify.pages import mutation_report
-from tests.test_vendor import dist_info, entry_points_of
+from tests.files.test_vendor import dist_info, entry_points_of
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "vendor_demo"
 SOURCE = DEMO / "vendor_demo" / "rejection.py"
 IMPL = "vendor_demo.rejection:expand"

@@ -176,7 +176,7 @@ def test_list_says_why_a_backend_does_not_run(capsys):
 
 
 def test_readme_test_command_is_what_ci_runs():
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     readme = (root / "README.md").read_text()
     blocks = [b.split("```")[0].strip() for b in readme.split("```bash\n")[1:]]
     test_command = next(b for b in blocks if "pytest" in b)

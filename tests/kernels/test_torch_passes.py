@@ -20,7 +20,7 @@ PASSES = {   # as measured; the Triton kernels read 1 + (draft probs) + 1/K, cha
 
 
 def bytes_model():
-    path = Path(__file__).parent.parent / "bench" / "torch_passes.py"
+    path = Path(__file__).resolve().parents[2] / "bench" / "torch_passes.py"
     spec = importlib.util.spec_from_file_location("bench_torch_passes", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

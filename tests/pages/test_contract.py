@@ -23,7 +23,7 @@ from specverify.records.stage import TIERS, Example
 from specverify.runs.session import verify_example as verify
 
 STAGES = list(registry.all_stages().values())
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import pytest
 
 from tests.terminated import terminated_once
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXPAND = "specverify.kernels.torch.rejection:expand"
 GREEDY = "specverify.kernels.torch.rejection:greedy"
 

@@ -2,7 +2,7 @@
 that stream alone. An implementation that does its work on a side stream without ordering it before the
 caller's fails it (engines shipped such races: SGLang PR 22113, vLLM PR 36013) and still passes the valid
 check, whose plain call synchronizes the device; the same work ordered correctly passes both. Our own
-kernels are asked it by the generated tests (tests/test_stages.py) on a GPU."""
+kernels are asked it by the generated tests (tests/stages/test_stages.py) on a GPU."""
 from dataclasses import replace
 
 import numpy as np

@@ -43,7 +43,7 @@ for scale, at B = 1 000):
     uniform-noise-in-race  (inv_q = 1/U instead of 1/Exp(1))              20/20   ( 3/20)
     uniform-per-request    (one uniform per request, not per draft)       20/20   ( 1/20)
 
-Run `python tests/test_rejection_statistics.py [SEEDS [SCALE biased-only]]` to measure these again.
+Run `python tests/stages/test_rejection_statistics.py [SEEDS [SCALE biased-only]]` to measure these again.
 """
 from __future__ import annotations
 

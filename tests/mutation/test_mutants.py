@@ -15,7 +15,7 @@ import pytest
 
 from specverify.mutation.mutants import DOMAIN, OPERATORS, Mutant, mutants, sources
 
-SAMPLE = Path(__file__).parent / "mutant_sample"
+SAMPLE = Path(__file__).resolve().parents[1] / "mutant_sample"
 ENTRY = "mutant_sample.main:entry"
 
 # (operator, module, line, before, after) of every mutant of ENTRY, by operator, in order

@@ -58,7 +58,7 @@ def test_a_property_breaker_is_caught(tmp_path, function, check, words, isolate)
 
 @needs_cuda
 def test_launches_are_counted_and_bounded(tmp_path):
-    """Our own kernels' property checks are the generated tests (tests/test_stages.py) on a GPU."""
+    """Our own kernels' property checks are the generated tests (tests/stages/test_stages.py) on a GPU."""
     outcome = run_property("launches_many", "launches", tmp_path, False, replace(EXPAND, launches={}))
     assert outcome.status == "passed" and outcome.measures["launches"] >= 40   # no bound declared: reported
     outcome = run_property("launches_many", "launches", tmp_path, False, replace(EXPAND, launches={"torch": 3}))

@@ -18,7 +18,7 @@ from specverify import interrupts
 from specverify.cli import main
 from specverify.pages import report_files
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOMAIN = ROOT / "examples" / "vendor_domain"
 PROMPT = 2.0          # seconds from the signal to the end of the run, on a quiet machine
 SLACK = 2.0           # more, where the machine is shared (CI runs the tests two at a time)

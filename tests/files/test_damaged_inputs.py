@@ -16,7 +16,7 @@ from specverify.records.stage import Buffer, DrawContext, Example
 from specverify.strategies.generic import invalid_tier
 
 GREEDY = registry.all_stages()["rejection.greedy"]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TORCH_GREEDY = "specverify.kernels.torch.rejection:greedy"
 
 

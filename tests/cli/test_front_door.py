@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from specverify.cli import main, options
-from tests.test_vendor import dist_info, entry_points_of
+from tests.files.test_vendor import dist_info, entry_points_of
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOMAIN = ROOT / "examples" / "vendor_domain"
 
 

@@ -11,7 +11,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA d
 
 
 def bench_script(name: str):
-    path = Path(__file__).parent.parent / "bench" / f"{name}.py"
+    path = Path(__file__).resolve().parents[2] / "bench" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -25,7 +25,7 @@ from specverify.runs import properties, session, shard
 from specverify.runs.catalogue import CHECKS
 from tests.terminated import terminated_once
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 GREEDY = registry.all_stages()["rejection.greedy"]
 EXPAND = registry.all_stages()["rejection.expand"]

@@ -18,7 +18,7 @@ from specverify.records import backends, registry
 from specverify.records.backends import BACKENDS, Target
 from specverify.runs import session
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 

@@ -20,7 +20,7 @@ from specverify.runs.verdicts import exit_status
 from specverify.usage import NOTHING_CHECKED
 
 GREEDY = registry.all_stages()["rejection.greedy"]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def greedy_example() -> Example:

@@ -4,7 +4,7 @@ recorded (plus SLACK): a weaker strategy shows up here as a survivor or a slower
 
 The whole nightly measurement is `specverify mutate --backend torch|triton` (README); this file is the slice
 CI can afford. Re-record after a deliberate change of a strategy or a kernel with
-`SPECVERIFY_RECORD_GATE=1 pytest tests/test_mutant_gate.py -n 0` (one test at a time: each rewrites its
+`SPECVERIFY_RECORD_GATE=1 pytest tests/mutation/test_mutant_gate.py -n 0` (one test at a time: each rewrites its
 entry's counts in the JSON; a mutant whose id no longer exists must be replaced by hand)."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from specverify.mutation import mutants
 from specverify.mutation import mutation_run as mutate
 from specverify.records import registry
 
-GATE = Path(__file__).with_name("mutant_gate.json")
+GATE = Path(__file__).resolve().parents[1] / "mutant_gate.json"
 SLACK = 2                     # examples a kill may take beyond twice the recorded count
 RECORD = os.environ.get("SPECVERIFY_RECORD_GATE") == "1"
 ENTRIES = json.loads(GATE.read_text())["mutants"]
