@@ -1,4 +1,5 @@
-"""Bounded reading of files the suite is handed (case files, waiver files): before anything is parsed.
+"""Bounded reading of files the suite is handed (case files, waiver and declaration files, reports): before
+anything is parsed (`read_data` reads and parses a JSON or TOML one, each problem one line).
 
 `open_regular` refuses what is not a regular file (a device such as /dev/zero, a pipe, a folder) from
 its `stat`, before it is opened, and a file over a size limit; it opens without blocking and checks the
@@ -7,11 +8,18 @@ strings and comments left out, so a parser that recurses is never handed more th
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
+import sys
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, Callable
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 import numpy as np
 
@@ -68,6 +76,25 @@ def read_nested(path: Path, limit: int, skipped: re.Pattern) -> bytes:
     if nesting(text, skipped) > MAX_NESTING:
         raise FileProblem(f"nested deeper than {MAX_NESTING}")
     return text
+
+
+def read_data(path: Path, limit: int, kind: str, where: str, error: type[Exception],
+              unparsed: Callable[[Exception], str] | None = None) -> Any:
+    """The data of a JSON or TOML file (`kind` "json" or "toml") handed to the suite, read within `limit`
+    bytes and the nesting bound, then parsed; anything else is `error` with one line starting with `where`:
+    "cannot be read (...)", "not read: ..." (see `read_nested`), or `unparsed(exc)` (default "not valid
+    JSON/TOML (...)")."""
+    try:
+        text = read_nested(path, limit, JSON_SKIPPED if kind == "json" else TOML_SKIPPED)
+    except OSError as exc:
+        raise error(f"{where}: cannot be read ({exc.strerror or exc})") from None
+    except FileProblem as exc:
+        raise error(f"{where}: not read: {exc}") from None
+    try:
+        return json.loads(text.decode()) if kind == "json" else tomllib.loads(text.decode())
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:   # TOMLDecodeError is a ValueError
+        words = unparsed(exc) if unparsed is not None else f"not valid {kind.upper()} ({exc})"
+        raise error(f"{where}: {words}") from None
 
 
 def nesting(text: bytes, skipped: re.Pattern) -> int:

@@ -28,7 +28,6 @@ both list, is marked not comparable.
 """
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from dataclasses import dataclass, field
@@ -118,16 +117,8 @@ class Mutation:
 def load(path: Path) -> Report | Mutation:
     """Read and check one report (a check report, or a mutation report); ReportError (one line naming
     `path`) when it is not one."""
-    try:
-        text = bounded.read_nested(path, MAX_BYTES, bounded.JSON_SKIPPED)
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    except bounded.FileProblem as exc:
-        raise ReportError(f"{path}: not read: {exc}") from None
-    try:
-        data = json.loads(text.decode())
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise ReportError(f"{path}: not a specverify report (not JSON: {exc})") from None
+    data = bounded.read_data(path, MAX_BYTES, "json", str(path), ReportError,
+                             lambda exc: f"not a specverify report (not JSON: {exc})")
     try:
         if isinstance(data, dict) and data.get("format") == MUTATION_FORMAT:
             return mutation_parsed(path, data)

@@ -32,7 +32,6 @@ import ast
 import math
 import operator
 import re
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -42,11 +41,6 @@ from specverify import bounded
 from specverify.records.backends import Target
 from specverify.records.stage import DrawContext, Example, Layout, Stage
 from specverify.usage import did_you_mean
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 LAYOUTS = ("contiguous", "rows", "any")
 LAYOUT_TEXT = {"contiguous": "contiguous", "rows": "unit column step", "any": "any strides"}
@@ -356,17 +350,7 @@ def value_restriction(prefix: str, choices: dict[str, tuple], name: str, entry: 
         raise DomainError(f"{where}: unknown key {unknown[0]!r} (known: in, reason)"
                           f"{did_you_mean(unknown[0], VALUES_KEYS)}")
     reason = need_reason(where, entry.get("reason"))
-    record, listed = choices[name], entry.get("in")
-    if not isinstance(listed, list) or not listed or not all(type(v) is int for v in listed):
-        raise DomainError(f"{where}: 'in' must be a non-empty list of integers")
-    outside = [v for v in listed if v not in record]
-    if outside:
-        raise DomainError(f"{where}: {outside[0]} is not a value the contract allows "
-                          f"({', '.join(str(v) for v in record)})")
-    if set(listed) == set(record):
-        raise DomainError(f"{where}: {', '.join(str(v) for v in record)} are every value the contract allows: "
-                          f"it restricts nothing")
-    return Restriction("values", name, tuple(v for v in record if v in listed), reason)
+    return Restriction("values", name, proper_subset(f"{where}: 'in'", choices[name], entry.get("in"), int), reason)
 
 
 def field_restrictions(prefix: str, fields: dict, name: str, entry: object) -> list[Restriction]:
@@ -411,16 +395,23 @@ def dtype_subset(prefix: str, name: str, record: tuple[str, ...], declared: obje
     """The declared dtypes of field `name`: a non-empty proper subset of the record's, in the record's order."""
     if not record:
         raise DomainError(f"{prefix}: {name} has one dtype in the contract: no dtypes to declare")
-    if not isinstance(declared, list) or not declared or not all(isinstance(d, str) for d in declared):
-        raise DomainError(f"{prefix}: {name}: dtypes must be a non-empty list of dtype names")
-    unknown = [d for d in declared if d not in record]
+    return proper_subset(f"{prefix}: {name}: dtypes", record, declared, str)
+
+
+def proper_subset(where: str, record: tuple, declared: object, kind: type) -> tuple:
+    """`declared` (a list of `kind`) as a non-empty proper subset of the record's `record`, in the record's
+    order; DomainError naming `where` otherwise."""
+    if not isinstance(declared, list) or not declared or not all(type(v) is kind for v in declared):
+        raise DomainError(f"{where} must be a non-empty list of {'names' if kind is str else 'integers'}")
+    shown = repr if kind is str else str
+    unknown = [v for v in declared if v not in record]
     if unknown:
-        raise DomainError(f"{prefix}: {name}: dtype {unknown[0]!r} is not one of the record's "
-                          f"({', '.join(record)})")
+        raise DomainError(f"{where}: {shown(unknown[0])} is not one the contract allows "
+                          f"({', '.join(str(v) for v in record)})")
     if set(declared) == set(record):
-        raise DomainError(f"{prefix}: {name}: dtypes {', '.join(record)} are the whole contract: "
+        raise DomainError(f"{where}: {', '.join(str(v) for v in record)} are every one the contract allows: "
                           f"they restrict nothing")
-    return tuple(d for d in record if d in declared)
+    return tuple(v for v in record if v in declared)
 
 
 def need_reason(where: str, reason: object) -> str:
@@ -510,18 +501,7 @@ def load(path: Path) -> dict:
     """The declaration in a --declare TOML file (keys domain, dialect, validates); DomainError when it
     cannot be read or is not TOML."""
     where = f"--declare {path}"
-    try:
-        text = bounded.read_regular(Path(path), MAX_DECLARATION)
-    except OSError as exc:
-        raise DomainError(f"{where}: cannot be read ({exc.strerror or exc})") from None
-    except bounded.FileProblem as exc:
-        raise DomainError(f"{where}: not read: {exc}") from None
-    if bounded.nesting(text, bounded.TOML_SKIPPED) > bounded.MAX_NESTING:
-        raise DomainError(f"{where}: nested deeper than {bounded.MAX_NESTING}")
-    try:
-        data = tomllib.loads(text.decode())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise DomainError(f"{where}: not valid TOML ({exc})") from None
+    data = bounded.read_data(Path(path), MAX_DECLARATION, "toml", where, DomainError)
     if "impl" in data:
         raise DomainError(f"{where}: 'impl' is given by --impl, not by the declaration")
     return data

@@ -24,7 +24,6 @@ that is not a regular file (a folder, /dev/zero), a file over MAX_BYTES, or one 
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,11 +31,6 @@ from specverify import bounded
 from specverify.records.backends import DEVICES, Target
 from specverify.runs.catalogue import CHECKS
 from specverify.runs.protocol import Outcome, Replay
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 MODES = ("expect-fail", "skip")
 KEYS = ("stage", "check", "device", "case", "mode", "issue", "reason")
@@ -166,16 +160,7 @@ class WaiverSet:
 def load(path: Path | str) -> WaiverSet:
     """Read and validate a waiver file; WaiverError with one line naming the entry and the rule."""
     path = Path(path)
-    try:
-        text = bounded.read_nested(path, MAX_BYTES, bounded.TOML_SKIPPED)
-    except OSError as exc:
-        raise WaiverError(f"--waivers {path}: cannot be read ({exc.strerror or exc})") from None
-    except bounded.FileProblem as exc:
-        raise WaiverError(f"--waivers {path}: not read: {exc}") from None
-    try:
-        data = tomllib.loads(text.decode())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        raise WaiverError(f"--waivers {path}: not valid TOML ({exc})") from None
+    data = bounded.read_data(path, MAX_BYTES, "toml", f"--waivers {path}", WaiverError)
     unknown = sorted(set(data) - {"waiver"})
     if unknown:
         raise WaiverError(f"--waivers {path}: unknown top-level key {unknown[0]!r} (entries are [[waiver]] tables)")

@@ -229,11 +229,11 @@ def test_console_messages_keep_emoji_codes_as_text(capsys):
 def test_every_console_the_suite_makes_leaves_emoji_codes_alone(monkeypatch):
     from rich.console import Console
 
-    from specverify.pages import terminal
+    from specverify.judge import failure_report
 
     made = []
-    monkeypatch.setattr(terminal, "Console", lambda **kw: made.append(kw) or Console(**kw))
-    terminal.inputs_table(GREEDY, greedy_example())
+    monkeypatch.setattr(failure_report, "Console", lambda **kw: made.append(kw) or Console(**kw))
+    failure_report.inputs_table(GREEDY, greedy_example())
     assert made and all(kw.get("emoji") is False for kw in made)
 
 

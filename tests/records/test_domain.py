@@ -231,8 +231,8 @@ def test_a_declared_dtype_is_the_only_one_drawn_in_every_tier_and_the_draws_stay
 
 def test_a_declared_dtype_must_narrow_the_records():
     stage = STAGES["eagle.copy_and_expand_inputs"]
-    for dtypes, words in [(["int16"], "dtype 'int16' is not one of the record's (int32, int64)"),
-                          (["int64", "int32"], "are the whole contract: they restrict nothing"),
+    for dtypes, words in [(["int16"], "dtypes: 'int16' is not one the contract allows (int32, int64)"),
+                          (["int64", "int32"], "are every one the contract allows: they restrict nothing"),
                           ([], "must be a non-empty list")]:
         with pytest.raises(DomainError, match=re.escape(words)):
             domain.parse(stage, {"fields": {"query_start_loc": {"dtypes": dtypes, "reason": "x"}}}, "t")

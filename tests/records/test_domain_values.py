@@ -51,8 +51,8 @@ def test_a_build_kernel_without_mode_2_conforms_within_its_declared_modes(tmp_pa
 @pytest.mark.parametrize("text,words", [
     ('[domain.values.tree_mask_mod]\nin = [0, 1]\nreason = "x"', "did you mean 'tree_mask_mode'?"),
     ('[domain.values.topk]\nin = [1]\nreason = "x"', "topk is not a scalar whose values"),
-    ('[domain.values.tree_mask_mode]\nin = [0, 3]\nreason = "x"', "3 is not a value the contract allows (0, 1, 2)"),
-    ('[domain.values.tree_mask_mode]\nin = [2, 1, 0]\nreason = "x"', "it restricts nothing"),
+    ('[domain.values.tree_mask_mode]\nin = [0, 3]\nreason = "x"', "'in': 3 is not one the contract allows (0, 1, 2)"),
+    ('[domain.values.tree_mask_mode]\nin = [2, 1, 0]\nreason = "x"', "they restrict nothing"),
     ('[domain.values.tree_mask_mode]\nin = []\nreason = "x"', "'in' must be a non-empty list of integers"),
     ('[domain.values.tree_mask_mode]\nin = [0]', "needs its reason"),
     ('[domain.values.tree_mask_mode]\nin = [0]\nreasons = "x"', "unknown key 'reasons' (known: in, reason); "
