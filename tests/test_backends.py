@@ -130,3 +130,13 @@ def test_pytest_markers_come_from_the_records(extra_backend):
 def test_the_markers_are_registered(pytestconfig):
     registered = {line.partition(":")[0] for line in pytestconfig.getini("markers")}
     assert {b.pytest_marker for b in BACKENDS.values()} | set(backends.DEVICES) <= registered
+
+
+def test_the_device_properties_pass_over_host_code():
+    from specverify.records import registry
+    from specverify.runs import properties
+
+    greedy = registry.all_stages()["rejection.greedy"]
+    assert properties.on_cuda(backends.target(greedy, "oracle", "cuda")) == "host code"
+    assert properties.on_devices(backends.target(greedy, "oracle", "cuda")) == "host code"
+    assert properties.on_cuda(backends.target(greedy, "torch", "cuda")) is None
