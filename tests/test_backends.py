@@ -91,6 +91,7 @@ def test_the_fields_callers_read():
     assert backends.BUILT_IN == ("oracle", "numpy", "torch", "triton")
     assert [name for name in BACKENDS if backends.outside(name)] == ["impl"]
     assert not backends.outside("no-such-backend")       # a report from another version names what it names
+    assert not backends.outside(["impl"])                # nor does a damaged case file's sidecar crash it
     assert [b.pytest_marker for b in BACKENDS.values()] == ["oracle", "numpy", "torch", "triton", "vendor"]
 
 

@@ -53,10 +53,10 @@ BACKENDS = {
 BUILT_IN = tuple(name for name, backend in BACKENDS.items() if backend.trusted)   # ours, in the order listed
 
 
-def outside(name: str) -> bool:
-    """Whether `name` (as a report or case file records it) is the backend of outside implementations;
-    False for a name this version does not know."""
-    return name in BACKENDS and not BACKENDS[name].trusted
+def outside(name: object) -> bool:
+    """Whether `name` (as a report or case file records it, whatever its type) is the backend of outside
+    implementations; False for a name this version does not know."""
+    return any(backend.name == name and not backend.trusted for backend in BACKENDS.values())
 
 
 @dataclass(frozen=True)
