@@ -35,8 +35,6 @@ import pytest
 from specverify import usage
 from specverify.cli import options
 
-BACKEND_MARKERS = ("oracle", "numpy", "torch", "triton", "vendor")
-DEVICE_MARKERS = ("cpu", "cuda")
 OUTSIDE_RUN = pytest.StashKey()
 RUN_PLAN = pytest.StashKey()
 PREFIX = options.PYTEST_PREFIX
@@ -48,13 +46,17 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    """Registers the markers of the tests it makes: one per backend (its record's `pytest_marker`), device
+    and check, read from their records."""
     from specverify import env
+    from specverify.records import backends
     from specverify.runs.catalogue import CHECKS
 
     env.prepare()   # before anything imports Triton (torch itself does, e.g. under a TorchDispatchMode)
-    for name in BACKEND_MARKERS:
+    for backend in backends.BACKENDS.values():
+        name = backend.pytest_marker
         config.addinivalue_line("markers", f"{name}: a specverify test of the {name} backend")
-    for name in DEVICE_MARKERS:
+    for name in backends.DEVICES:
         config.addinivalue_line("markers", f"{name}: a specverify test on the {name} device")
     for check in CHECKS.values():
         config.addinivalue_line("markers", f"{check.name}: the specverify {check.name} check ({check.doc})")
@@ -115,7 +117,8 @@ def stage_matrix() -> list:
     for stage, backend, device, _ in backends.matrix(list(registry.all_stages().values())):
         name = dialects.qualified(stage)
         for check in default_checks(backends.target(stage, backend, device)):
-            marks = [getattr(pytest.mark, backend), getattr(pytest.mark, device), getattr(pytest.mark, check.name)]
+            marker = backends.BACKENDS[backend].pytest_marker
+            marks = [getattr(pytest.mark, marker), getattr(pytest.mark, device), getattr(pytest.mark, check.name)]
             params.append(pytest.param(name, backend, device, check.name, marks=marks,
                                        id=f"{name}-{backend}-{device}-{check.name}"))
     return params
@@ -175,7 +178,7 @@ def outside_items(parent, config) -> list:
         for check in sv.checks_of(target, chosen.plan):
             item = OutsideItem.from_parent(parent, name=f"{target.stage.name}[{check.name}-{target.device}]",
                                            target=target, check=check.name, run=run)
-            for marker in ("vendor", target.device, check.name):
+            for marker in (target.backend.pytest_marker, target.device, check.name):
                 item.add_marker(marker)
             found.append(item)
     return found

@@ -62,7 +62,7 @@ def targets(stage: Stage, options: Options) -> tuple[list[tuple[str, Target]], l
     device = "cpu" if stage.host else options.device
     found, notes = [], []
     for name in backends.stage_backends(stage):
-        if name == "oracle" or (options.backends and name not in options.backends):
+        if backends.BACKENDS[name].reference or (options.backends and name not in options.backends):
             continue
         why = backends.unavailable(name, device)
         if why:

@@ -9,14 +9,19 @@ from specverify.records import backends, registry
 from specverify.usage import PASSED
 
 
+def columns() -> list[tuple[str, str]]:
+    """(backend, device) of every column: each of our backends on each device it can run on, in the
+    records' order."""
+    return [(b, d) for b in backends.BUILT_IN for d in backends.DEVICES if d in backends.BACKENDS[b].devices]
+
+
 def run(args) -> int:
     env.prepare()
-    columns = [(b, d) for b in backends.BUILT_IN for d in backends.DEVICES if d in backends.BACKENDS[b].devices]
-    table = Table("stage", *[f"{b}/{d}" for b, d in columns], title="stages x backends x devices")
+    table = Table("stage", *[f"{b}/{d}" for b, d in columns()], title="stages x backends x devices")
     reasons: dict[str, str] = {}
     for stage in registry.all_stages().values():
         cells = []
-        for backend, device in columns:
+        for backend, device in columns():
             if backend not in backends.stage_backends(stage):
                 cells.append("")
                 continue

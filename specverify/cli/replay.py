@@ -8,7 +8,7 @@ from specverify.cli.output import say
 from specverify.files import cases
 from specverify.judge.failure_report import failure_report, replay_command
 from specverify.judge.harness import Failure, OracleError
-from specverify.records import registry
+from specverify.records import backends, registry
 from specverify.records.dialects import words
 from specverify.runs import session
 from specverify.runs.catalogue import CHECKS
@@ -30,7 +30,7 @@ def run(args) -> int:
     targets = selection.replay_targets(args, stage)
     say(f"replay {args.path}: {stage_name}, {example.tier} tier")
     failures = cases.failures_of(args.path)
-    outside = sorted({f.get("source", "?") for f in failures if f.get("backend") == "impl"})
+    outside = sorted({f.get("source", "?") for f in failures if backends.outside(f.get("backend", ""))})
     if outside and not args.impl:
         say(f"  note: this case failed for an outside implementation ({', '.join(outside)}); "
             f"replay it with --impl {outside[0]}. Our own backends:")

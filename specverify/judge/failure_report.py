@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from specverify.judge.materialize import contiguous_layout, same_value
-from specverify.records import dialects
+from specverify.records import backends, dialects
 from specverify.records.stage import Example, Stage
 
 
@@ -23,7 +23,7 @@ def replay_command(path: Path, target) -> str:
 
 def replay_line(path: Path, backend: str, source: str, device: str, dialect: str = "") -> str:
     """The command that replays a case file on one implementation (judged by `dialect`, if any)."""
-    which = f"--impl {source}" if backend == "impl" else f"--backend {backend}"
+    which = f"--impl {source}" if backends.outside(backend) else f"--backend {backend}"
     under = f" --dialect {dialect}" if dialect else ""
     return f"specverify replay {shlex.quote(str(path))} {which} --device {device}{under}"
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from specverify import bounded
 from specverify.pages.report_files import FORMAT
-from specverify.records import registry
+from specverify.records import backends, registry
 
 MUTATION_FORMAT = "specverify-mutation/1"    # what `specverify mutate --json` writes (mutate_report.FORMAT)
 
@@ -348,7 +348,7 @@ def row_key(report: Report, verdict: dict) -> tuple[str, str]:
     kernels of a rule dialect are another implementation: a row of their own)."""
     if report.vendor is not None:
         return report.vendor["name"], verdict["device"]
-    if verdict["backend"] == "impl":
+    if backends.outside(verdict["backend"]):
         return verdict["source"], verdict["device"]
     dialect = verdict.get("dialect") or ""
     return f"specverify {verdict['backend']}" + (f", dialect {dialect}" if dialect else ""), verdict["device"]
@@ -358,7 +358,7 @@ def version_of(report: Report, verdict: dict) -> str:
     """What a row says of its version: the vendor's distribution, an outside module's sha256, or ours."""
     if report.vendor is not None:
         return report.vendor.get("distribution") or "version not declared"
-    if verdict["backend"] != "impl":
+    if not backends.outside(verdict["backend"]):
         return "the suite's own kernels"
     sha = report.sources.get(verdict["source"])
     return f"module sha256 {sha[:12]}, no version declared" if sha else "version not declared"

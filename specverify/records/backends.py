@@ -29,16 +29,34 @@ class Backend:
     slow_on_cpu: bool = False     # interpreted on the CPU: draws small shapes there
     trusted: bool = True          # our own code (outside implementations always run isolated)
     warm_up: str = ""             # "module:function"(torch.device): makes its per-device cached constants
+    reference: bool = False       # the oracle: what the others are judged against (never against itself, not
+                                  # benched, run in the caller's process)
+    marker: str = ""              # the pytest marker of its tests, where it is not its name
+
+    @property
+    def host_only(self) -> bool:
+        """Runs on the CPU only (host code): the device properties do not apply to it."""
+        return self.devices == ("cpu",)
+
+    @property
+    def pytest_marker(self) -> str:
+        return self.marker or self.name
 
 
 BACKENDS = {
-    "oracle": Backend("oracle", "numpy", ("cpu",), validates=True),
+    "oracle": Backend("oracle", "numpy", ("cpu",), validates=True, reference=True),
     "numpy": Backend("numpy", "numpy", ("cpu",), validates=True),
     "torch": Backend("torch", "torch", DEVICES, validates=True, warm_up="specverify.kernels.torch.layout:warm_up"),
     "triton": Backend("triton", "torch", DEVICES, validates=True, slow_on_cpu=True),
-    "impl": Backend("impl", "torch", DEVICES, validates=False, trusted=False),
+    "impl": Backend("impl", "torch", DEVICES, validates=False, trusted=False, marker="vendor"),
 }
-BUILT_IN = ("oracle", "numpy", "torch", "triton")
+BUILT_IN = tuple(name for name, backend in BACKENDS.items() if backend.trusted)   # ours, in the order listed
+
+
+def outside(name: object) -> bool:
+    """Whether `name` (as a report or case file records it, whatever its type) is the backend of outside
+    implementations; False for a name this version does not know."""
+    return any(backend.name == name and not backend.trusted for backend in BACKENDS.values())
 
 
 @dataclass(frozen=True)

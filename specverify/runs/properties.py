@@ -52,7 +52,7 @@ device_index: ContextVar[int] = ContextVar("device_index", default=0)
 def on_cuda(target: Target) -> str | None:
     if target.device != "cuda":
         return "a device property: checked on CUDA targets"
-    if target.stage.host or target.backend.name == "oracle":
+    if target.stage.host or target.backend.host_only:
         return "host code"
     return None
 
@@ -196,7 +196,7 @@ def device_count(device: str) -> int:
 
 
 def on_devices(target: Target) -> str | None:
-    if target.stage.host or target.backend.name == "oracle":
+    if target.stage.host or target.backend.host_only:
         return "host code"
     count = device_count(target.device)
     return None if count >= 2 else f"needs two or more {target.device} devices ({count} visible)"

@@ -145,7 +145,7 @@ class Forward(Listener):
 
 def describe(target: Target) -> tuple:
     """What a worker rebuilds a target from (a function handed over directly cannot travel)."""
-    if target.impl is not None and target.backend.name != "oracle":
+    if target.impl is not None and not target.backend.reference:
         raise DevicesError(f"{target.label}: a function handed over directly cannot run in a worker; "
                            f"name it by import path")
     return (target.stage.name, target.backend.name, target.device, target.source, target.dialect, target.domain,
@@ -158,7 +158,7 @@ def rebuild(spec: tuple) -> Target:
 
     stage, backend, device, source, dialect, domain, interpreted = spec
     record = dialects.judged(registry.all_stages()[stage], dialect)
-    if backend == "oracle":
+    if backends.BACKENDS[backend].reference:
         return backends.target(record, backend, device)
     return Target(record, backends.BACKENDS[backend], device, source, dialect=dialect, domain=domain,
                   interpreted=interpreted)
