@@ -26,7 +26,7 @@ def verify_offsets(batch: int) -> np.ndarray:
 
 # ---------------------------------------------------------------- eagle.next_token_padded
 
-def next_token_example() -> Example:
+def next_token_padded_worked() -> Example:
     """Row 0 has a gap (-1) and ends in an out-of-vocabulary id: two valid ids, the last is 7; row 1 has
     none and takes its backup; row 2 is discarded. The rows are 7 elements apart."""
     return Example("valid", inputs={
@@ -75,12 +75,12 @@ Invalid: ids below -1, `vocab_size` below 1, a 1-D `sampled_token_ids`, wrong dt
         "invalid": "One rule broken: an id below -1, `vocab_size` 0, a 1-D `sampled_token_ids`, a wrong dtype "
                    "or length of an input or output.",
     },
-    worked=next_token_example,
+    worked=next_token_padded_worked,
     bench=next_token_bench,
     oracle=oracle.next_token_padded,
-    valid=draw.next_token_valid,
-    invalid=draw.next_token_invalid,
-    rows=draw.next_token_table,
+    valid=draw.next_token_padded_valid,
+    invalid=draw.next_token_padded_invalid,
+    rows=draw.next_token_padded_table,
     impls=kernels("eagle", "next_token_padded"),
     launches={"triton": 1, "torch": 10},
 )
@@ -88,7 +88,7 @@ Invalid: ids below -1, `vocab_size` below 1, a 1-D `sampled_token_ids`, wrong dt
 
 # ---------------------------------------------------------------- eagle.prepare_inputs_padded
 
-def prepare_padded_example() -> Example:
+def prepare_inputs_padded_worked() -> Example:
     """Request 0 drafted 2 tokens and accepted none (2 rejected); request 1 drafted none (0 rejected,
     whatever its count says); request 2 accepted all 3; row 3 is past num_reqs and holds junk."""
     return Example("valid", inputs={
@@ -140,12 +140,12 @@ decreasing, wrong dtypes or lengths.""",
         "invalid": "One rule broken: `num_reqs` of B + 1 or -1, a count of n + 2 or -1, `query_start_loc` not "
                    "starting at 0 or decreasing, decreasing draft offsets, a wrong dtype or length.",
     },
-    worked=prepare_padded_example,
+    worked=prepare_inputs_padded_worked,
     bench=prepare_padded_bench,
     oracle=oracle.prepare_inputs_padded,
-    valid=draw.prepare_padded_valid,
-    invalid=draw.prepare_padded_invalid,
-    rows=draw.prepare_padded_table,
+    valid=draw.prepare_inputs_padded_valid,
+    invalid=draw.prepare_inputs_padded_invalid,
+    rows=draw.prepare_inputs_padded_table,
     impls=kernels("eagle", "prepare_inputs_padded"),
     launches={"triton": 1, "torch": 7},
 )
@@ -153,7 +153,7 @@ decreasing, wrong dtypes or lengths.""",
 
 # ---------------------------------------------------------------- eagle.verify_and_prepare_padded
 
-def verify_prepare_example() -> Example:
+def verify_and_prepare_padded_worked() -> Example:
     """Request 0 accepts its first draft and rejects the second (2 tokens, 1 rejected); request 1 accepts
     both and takes its bonus; request 2 has no drafts and is discarded; request 3 is not greedy and
     already holds what random verification emitted; row 4 is past num_reqs."""
@@ -231,21 +231,21 @@ the composition.""",
                    "0, a -2 where verification does not write, a row holding more valid ids than n + 1, a "
                    "wrong dtype or length.",
     },
-    worked=verify_prepare_example,
+    worked=verify_and_prepare_padded_worked,
     oracle=oracle.verify_and_prepare_padded,
-    valid=draw.verify_prepare_valid,
-    invalid=draw.verify_prepare_invalid,
-    rows=draw.verify_prepare_table,
+    valid=draw.verify_and_prepare_padded_valid,
+    invalid=draw.verify_and_prepare_padded_invalid,
+    rows=draw.verify_and_prepare_padded_table,
     impls=kernels("eagle", "verify_and_prepare_padded"),
     launches={"triton": 1, "torch": 24},   # Torch: verification 10, next token 8, prepare 5 (23); the H200
                                            # counted one more on a B = 1, K = 1, V = 1 example
-    bench=draw.verify_prepare_bench,
+    bench=draw.verify_and_prepare_padded_bench,
 )
 
 
 # ---------------------------------------------------------------- eagle.prepare_inputs
 
-def prepare_example() -> Example:
+def prepare_inputs_worked() -> Example:
     """Queries of 4, 7 and 5 tokens lose 1, 3 and 2 rejected tokens."""
     return Example("valid", inputs={
         "query_start_loc": np.array([0, 4, 11, 16], i32),
@@ -300,12 +300,12 @@ length is not the sum of q', wrong dtypes or lengths.""",
                    "a draft count of -1, a sequence shorter than its rejected tokens, a float dtype, wrong "
                    "lengths of inputs or outputs.",
     },
-    worked=prepare_example,
+    worked=prepare_inputs_worked,
     bench=prepare_bench,
     oracle=oracle.prepare_inputs,
-    valid=draw.prepare_valid,
-    invalid=draw.prepare_invalid,
-    rows=draw.prepare_table,
+    valid=draw.prepare_inputs_valid,
+    invalid=draw.prepare_inputs_invalid,
+    rows=draw.prepare_inputs_table,
     impls=kernels("eagle", "prepare_inputs"),
     launches={"triton": 1, "torch": 10},
 )
@@ -313,7 +313,7 @@ length is not the sum of q', wrong dtypes or lengths.""",
 
 # ---------------------------------------------------------------- eagle.copy_and_expand_inputs
 
-def copy_expand_example() -> Example:
+def copy_and_expand_inputs_worked() -> Example:
     """No shift, P = 2: request 0 keeps 2 of its 3 tokens (one rejected slot of padding), request 1 keeps
     both; each gets its next token and one masked parallel-drafting slot."""
     size = 5 + 2 * 2
@@ -412,12 +412,12 @@ longest query, wrong dtypes or lengths.""",
                    "offset beyond N, a `max_query_len` hint one below the longest query, output buffers of the "
                    "wrong dtype or length.",
     },
-    worked=copy_expand_example,
+    worked=copy_and_expand_inputs_worked,
     bench=copy_expand_bench,
     oracle=oracle.copy_and_expand_inputs,
-    valid=draw.copy_expand_valid,
-    invalid=draw.copy_expand_invalid,
-    rows=draw.copy_expand_table,
+    valid=draw.copy_and_expand_inputs_valid,
+    invalid=draw.copy_and_expand_inputs_invalid,
+    rows=draw.copy_and_expand_inputs_table,
     impls=kernels("eagle", "copy_and_expand_inputs"),
     launches={"triton": 1, "torch": 23},   # Torch: 19, and the hidden-state mapping's 4 when shifting
 )
@@ -425,7 +425,7 @@ longest query, wrong dtypes or lengths.""",
 
 # ---------------------------------------------------------------- eagle.extend_queries
 
-def extend_example() -> Example:
+def extend_queries_worked() -> Example:
     """Three queries (one empty) each grow by 2 tokens."""
     return Example("valid", inputs={
         "query_start_loc": np.array([0, 2, 2, 5], i32),
@@ -466,11 +466,11 @@ a Python int, results that do not fit the dtype.""",
                    "`query_start_loc` starting at 3 or decreasing, `seq_lens` uint8 or too long, output "
                    "buffers of the wrong dtype or length.",
     },
-    worked=extend_example,
+    worked=extend_queries_worked,
     bench=extend_bench,
     oracle=oracle.extend_queries,
-    valid=draw.extend_valid,
-    invalid=draw.extend_invalid,
+    valid=draw.extend_queries_valid,
+    invalid=draw.extend_queries_invalid,
     impls=kernels("eagle", "extend_queries"),
     launches={"triton": 1, "torch": 2},
 )
@@ -478,7 +478,7 @@ a Python int, results that do not fit the dtype.""",
 
 # ---------------------------------------------------------------- eagle.step_slot_mapping
 
-def step_example() -> Example:
+def step_slot_mapping_worked() -> Example:
     """Row 0 advances into block 0 (id 3); row 1 reaches max_model_len and is clamped; row 2 is past
     batch_size (untouched); slots 2 and 3 are CUDA-graph padding. The block table is a strided view."""
     return Example("valid", inputs={
@@ -547,12 +547,12 @@ whose slot overflows int64, wrong dtypes or lengths.""",
                    "`max_model_len` 0, NB = 0, a position of -1, a sequence longer than `max_model_len`, a "
                    "block id of -1, wrong dtypes or lengths of inputs and outputs.",
     },
-    worked=step_example,
+    worked=step_slot_mapping_worked,
     bench=step_bench,
     oracle=oracle.step_slot_mapping,
-    valid=draw.step_valid,
-    invalid=draw.step_invalid,
-    rows=draw.step_table,
+    valid=draw.step_slot_mapping_valid,
+    invalid=draw.step_slot_mapping_invalid,
+    rows=draw.step_slot_mapping_table,
     impls=kernels("eagle", "step_slot_mapping"),
     launches={"triton": 1, "torch": 11},   # Torch: 10 without padded rows or without positions past the table
 )

@@ -33,6 +33,22 @@ def commit_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
         "k_scale": None, "v_scale": None,
     }, outputs={name: Buffer((blocks, block, heads, width), "bfloat16") for name in ("key_cache", "value_cache")})
 
+
+def commit_draft_worked() -> Example:
+    """Three draft tokens, one head of width 2, an e4m3 cache of 2 blocks of 2 slots (NHD): token 0 is
+    written to slot 3, token 1 is rejected, token 2 has no slot. 0.53125 lies halfway between 0.5 and
+    0.5625 and rounds to the even 0.5; 500 / 1 saturates to 448; the values are divided by 2."""
+    key = np.array([[[0.53125, 500.0]], [[1.0, 2.0]], [[3.0, 4.0]]], np.float32)
+    return Example(
+        tier="valid",
+        inputs={"key": key, "value": -key, "slot_mapping": np.array([3, 0, -1], np.int64),
+                "accepted_mask": np.array([True, False, True]), "layout": "NHD",
+                "k_scale": np.array([1.0], np.float32), "v_scale": np.array([2.0], np.float32)},
+        outputs={"key_cache": Buffer((2, 2, 1, 2), "float8_e4m3fn"),
+                 "value_cache": Buffer((2, 2, 1, 2), "float8_e4m3fn")},
+    )
+
+
 COMMIT_DRAFT = Stage(
     name="kv.commit_draft",
     presence_follows=("k_scale", "v_scale"),   # given exactly when the cache is fp8
@@ -52,11 +68,11 @@ COMMIT_DRAFT = Stage(
         O("value_cache", CACHE, "NB, BS, H, D", strided=True, doc="dtype and shape of key_cache"),
     ),
     oracle=oracle.commit_draft,
-    valid=draw.commit_valid,
-    hazard=draw.commit_hazard,
-    invalid=draw.commit_invalid,
-    invariants=draw.commit_invariants,
-    rows=draw.commit_table,
+    valid=draw.commit_draft_valid,
+    hazard=draw.commit_draft_hazard,
+    invalid=draw.commit_draft_invalid,
+    invariants=draw.commit_draft_invariants,
+    rows=draw.commit_draft_table,
     impls=kernels("kv", "commit_draft"),
     launches={"triton": 1, "torch": 18},   # 9 for slot rows of the key dtype; fp8 4, a strided slot index 1 to 5
     semantics=(
@@ -83,7 +99,7 @@ COMMIT_DRAFT = Stage(
                    "a cache shaped for the other layout or of another source dtype, an fp8 cache without a "
                    "scale, a scale neither [1] nor [T].",
     },
-    worked=draw.commit_worked,
+    worked=commit_draft_worked,
     bench=commit_bench,
 )
 
@@ -105,6 +121,15 @@ def accept_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     return Example("valid", inputs={
         "accept_index": index, "out_cache_loc": rng.permutation(4 * batch * TREE_NODES)[:batch * TREE_NODES]},
         outputs={"accepted_out_cache_loc": Buffer((batch * width,), "int64")})
+
+
+def accept_out_cache_loc_worked() -> Example:
+    """Three requests of four nodes (flat slots b*4 + i), S = 4: row 0 keeps nodes 0, 3 and 4, row 1 only
+    its bonus, row 2 two nodes; six of the twelve entries are written."""
+    return Example("valid", inputs={
+        "accept_index": np.array([[0, 3, 4, -1], [6, -1, -1, -1], [8, 9, -1, -1]], np.int32),
+        "out_cache_loc": np.arange(100, 112, dtype=np.int64)},
+        outputs={"accepted_out_cache_loc": Buffer((12,), "int64")})
 
 
 ACCEPT_OUT_CACHE_LOC = Stage(
@@ -138,14 +163,14 @@ ACCEPT_OUT_CACHE_LOC = Stage(
         "invalid": "An entry of -2 or -5, an entry equal to L, an output of B*(S+2) entries or of the "
                    "other index dtype.",
     },
-    worked=draw.accept_worked,
+    worked=accept_out_cache_loc_worked,
     bench=accept_bench,
     oracle=oracle.accept_out_cache_loc,
-    valid=draw.accept_valid,
-    hazard=draw.accept_hazard,
-    invalid=draw.accept_invalid,
-    invariants=draw.accept_invariants,
-    rows=draw.accept_table,
+    valid=draw.accept_out_cache_loc_valid,
+    hazard=draw.accept_out_cache_loc_hazard,
+    invalid=draw.accept_out_cache_loc_invalid,
+    invariants=draw.accept_out_cache_loc_invariants,
+    rows=draw.accept_out_cache_loc_table,
     impls=kernels("kv", "accept_out_cache_loc"),
     launches={"triton": 1, "torch": 10},
 )
@@ -165,6 +190,14 @@ def assign_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
         "req_pool_indices": rng.permutation(2 * batch)[:batch].astype(np.int64), "start_offset": start,
         "end_offset": start + lengths, "out_cache_loc": slots,
         "req_to_token": rng.integers(0, 2**31, (2 * batch, width)).astype(np.int32)})
+
+
+def assign_req_to_token_worked() -> Example:
+    """A pool of 4 rows of 8: request 0 writes row 2, columns 3..5; request 1 row 0, columns 0..1."""
+    return Example("valid", inputs={
+        "req_pool_indices": np.array([2, 0], np.int64), "start_offset": np.array([3, 0], np.int64),
+        "end_offset": np.array([6, 2], np.int64), "out_cache_loc": np.array([50, 51, 52, 60, 61], np.int64),
+        "req_to_token": np.zeros((4, 8), np.int32)})
 
 
 ASSIGN_REQ_TO_TOKEN = Stage(
@@ -199,14 +232,14 @@ ASSIGN_REQ_TO_TOKEN = Stage(
         "invalid": "start -1, start past end, end L + 1, a row of P or -1, a second range onto a written "
                    "one, a slot of 2^31, out_cache_loc one short.",
     },
-    worked=draw.assign_worked,
+    worked=assign_req_to_token_worked,
     bench=assign_bench,
     oracle=oracle.assign_req_to_token,
-    valid=draw.assign_valid,
-    hazard=draw.assign_hazard,
-    invalid=draw.assign_invalid,
-    invariants=draw.assign_invariants,
-    rows=draw.assign_table,
+    valid=draw.assign_req_to_token_valid,
+    hazard=draw.assign_req_to_token_hazard,
+    invalid=draw.assign_req_to_token_invalid,
+    invariants=draw.assign_req_to_token_invariants,
+    rows=draw.assign_req_to_token_table,
     impls=kernels("kv", "assign_req_to_token"),
     launches={"triton": 1, "torch": 13},   # 12 when a stride divides the other
 )

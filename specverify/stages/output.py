@@ -14,7 +14,7 @@ from specverify.strategies import output as draw
 HOST = "specverify.kernels.host.output"
 
 
-def parse_example() -> Example:
+def parse_worked() -> Example:
     """Row 0 has an out-of-vocabulary id between two valid ones; row 1 is discarded. Only positions 0
     and 2 (row 0) return tokens, so only their logprob rows come back."""
     return Example("valid", inputs={
@@ -87,7 +87,7 @@ logprobs inputs incomplete or of the wrong shape or dtype.""",
                    "discard index of B or -1, float indices or a boolean mask, 2-D indices, one logprobs "
                    "input missing, logprobs inputs of the wrong shape or dtype.",
     },
-    worked=parse_example,
+    worked=parse_worked,
     bench=parse_bench,
     oracle=oracle.parse,
     valid=draw.parse_valid,
@@ -97,7 +97,7 @@ logprobs inputs incomplete or of the wrong shape or dtype.""",
 )
 
 
-def spec_metadata_example() -> Example:
+def spec_metadata_worked() -> Example:
     """Request 0 verifies 2 drafts in a decode step; request 1 is a prompt chunk of 5 tokens without
     drafts; request 2 verifies 1 draft. input_ids holds one token more than is scheduled."""
     sizes = {"cu_num_draft_tokens": 3, "cu_num_sampled_tokens": 3, "logits_indices": 6,
@@ -163,7 +163,7 @@ outputs of the wrong dtype or length.""",
                    "scheduling only n tokens, `input_ids` one short, output buffers of the wrong length or "
                    "dtype.",
     },
-    worked=spec_metadata_example,
+    worked=spec_metadata_worked,
     bench=spec_metadata_bench,
     oracle=oracle.spec_metadata,
     valid=draw.spec_metadata_valid,

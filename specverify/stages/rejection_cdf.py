@@ -39,7 +39,7 @@ P_ROWS = [[0.25, 0.25, 0.375, 0.125], [0.25, 0.25, 0.25, 0.25], [0, 0.5, 0.25, 0
 Q_ROWS = [[0.125, 0.5, 0.25, 0.125], [0, 0, 1, 0]]
 
 
-def chain_cdf_example() -> Example:
+def chain_cdf_worked() -> Example:
     """V = 4, K = 2, drafts [1, 2], the same rows twice. Request 0 (u = [0.5, 0.9]) meets a tie at
     position 0 (0.5 * 0.5 = 0.25 = p): rejected; residual [0.125, 0, 0.125, 0], total 0.25, t = 0.125,
     running sums [0.125, 0.125, 0.25, 0.25]: token 2, emitted alone. Request 1 (u = [0.25, 0.125])
@@ -49,7 +49,7 @@ def chain_cdf_example() -> Example:
                     [[0.5, 0.9, 0.3], [0.25, 0.125, 0.7]], [0.5, 0.5])
 
 
-def snapshot_example() -> Example:
+def chain_cdf_snapshot_worked() -> Example:
     """Request 0 drafts a token of draft probability 0 (p = 0.25): `snapshot` accepts it and picks its
     bonus from [0, 0, 0.5, 0.5] at t = 0.25: token 2 (the record rejects it: residual
     [0.25, 0, 0, 0.25], t = 0.125, token 0). Request 1 ties at position 0; q = 2 at token 2 is zeroed
@@ -91,6 +91,7 @@ SNAPSHOT_RULE = """\
   so q = 0 accepts exactly when p > 0, and q > 1 may accept;
 - in the residual only a NaN q becomes 0 (q < 0, q > 1 and infinities are subtracted as they are).
 Everything else is the record's rule."""
+
 
 CHAIN_CDF = Stage(
     name="rejection.chain_cdf",
@@ -155,7 +156,7 @@ uniforms or outputs of another dtype or shape (target [B, K+1, V >= 1], draft [B
         "invalid": "One rule broken: a draft id of -2, candidates with no column, any field of the wrong "
                    "dtype, rank or length.",
     },
-    worked=chain_cdf_example,
+    worked=chain_cdf_worked,
     bench=chain_cdf_bench,
     oracle=oracle.chain_cdf,
     valid=draw.chain_cdf_valid,
@@ -171,7 +172,7 @@ uniforms or outputs of another dtype or shape (target [B, K+1, V >= 1], draft [B
             doc="SGLang's older snapshots of the same kernel: no range test on q (q = 0 accepts when p > 0), "
                 "and only a NaN q is zeroed in the residual",
             rule=SNAPSHOT_RULE, words="no range test on q: f32(u * q) < p", oracle=oracle.chain_cdf_snapshot,
-            worked=snapshot_example, impls=kernels("rejection_cdf", "chain_cdf_snapshot")),
+            worked=chain_cdf_snapshot_worked, impls=kernels("rejection_cdf", "chain_cdf_snapshot")),
     },
 )
 
