@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles import eagle as oracle
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, Layout, O, Stage, kernels
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, Layout, O
+from specverify.records.wiring import wired
 from specverify.strategies import eagle as draw
 
 IDX = "int32|int64"
@@ -47,8 +47,9 @@ def next_token_bench(batch: int, vocab: int, rng: np.random.Generator) -> Exampl
     }, outputs={"next_token_ids": Buffer((batch,), "int32"), "valid_sampled_tokens_count": Buffer((batch,), "int32")})
 
 
-NEXT_TOKEN_PADDED = Stage(
+NEXT_TOKEN_PADDED = wired(
     name="eagle.next_token_padded",
+    hazard=None, invariants=None,
     classes={"oov_ids": ("sampled_token_ids", "oov"), "discarded_rows": ("discard_mask", "true")},
     doc="per row: the count of valid sampled ids and the last valid one (the backup when none or discarded)",
     inputs=(
@@ -75,13 +76,7 @@ Invalid: ids below -1, `vocab_size` below 1, a 1-D `sampled_token_ids`, wrong dt
         "invalid": "One rule broken: an id below -1, `vocab_size` 0, a 1-D `sampled_token_ids`, a wrong dtype "
                    "or length of an input or output.",
     },
-    worked=next_token_padded_worked,
     bench=next_token_bench,
-    oracle=oracle.next_token_padded,
-    valid=draw.next_token_padded_valid,
-    invalid=draw.next_token_padded_invalid,
-    rows=draw.next_token_padded_table,
-    impls=kernels("eagle", "next_token_padded"),
     launches={"triton": 1, "torch": 10},
 )
 
@@ -110,8 +105,9 @@ def prepare_padded_bench(batch: int, vocab: int, rng: np.random.Generator) -> Ex
     }, outputs={"token_indices_to_sample": Buffer((batch,), "int32"), "num_rejected_tokens": Buffer((batch,), "int32")})
 
 
-PREPARE_INPUTS_PADDED = Stage(
+PREPARE_INPUTS_PADDED = wired(
     name="eagle.prepare_inputs_padded",
+    hazard=None, invariants=None,
     dtype_follows={"token_indices_to_sample": "query_start_loc"},
     doc="rejected tokens and the index to sample of each of the first num_reqs requests",
     inputs=(
@@ -140,13 +136,7 @@ decreasing, wrong dtypes or lengths.""",
         "invalid": "One rule broken: `num_reqs` of B + 1 or -1, a count of n + 2 or -1, `query_start_loc` not "
                    "starting at 0 or decreasing, decreasing draft offsets, a wrong dtype or length.",
     },
-    worked=prepare_inputs_padded_worked,
     bench=prepare_padded_bench,
-    oracle=oracle.prepare_inputs_padded,
-    valid=draw.prepare_inputs_padded_valid,
-    invalid=draw.prepare_inputs_padded_invalid,
-    rows=draw.prepare_inputs_padded_table,
-    impls=kernels("eagle", "prepare_inputs_padded"),
     launches={"triton": 1, "torch": 7},
 )
 
@@ -174,8 +164,9 @@ def verify_and_prepare_padded_worked() -> Example:
                 "token_indices_to_sample": Buffer((5,), "int32"), "num_rejected_tokens": Buffer((5,), "int32")})
 
 
-VERIFY_AND_PREPARE_PADDED = Stage(
+VERIFY_AND_PREPARE_PADDED = wired(
     name="eagle.verify_and_prepare_padded",
+    hazard=None, invariants=None,
     dtype_follows={"token_indices_to_sample": "query_start_loc"},
     doc="the padded EAGLE step after the target pass, fused: greedy verification, next token, prepare inputs",
     inputs=(
@@ -231,12 +222,6 @@ the composition.""",
                    "0, a -2 where verification does not write, a row holding more valid ids than n + 1, a "
                    "wrong dtype or length.",
     },
-    worked=verify_and_prepare_padded_worked,
-    oracle=oracle.verify_and_prepare_padded,
-    valid=draw.verify_and_prepare_padded_valid,
-    invalid=draw.verify_and_prepare_padded_invalid,
-    rows=draw.verify_and_prepare_padded_table,
-    impls=kernels("eagle", "verify_and_prepare_padded"),
     launches={"triton": 1, "torch": 24},   # Torch: verification 10, next token 8, prepare 5 (23); the H200
                                            # counted one more on a B = 1, K = 1, V = 1 example
     bench=draw.verify_and_prepare_padded_bench,
@@ -268,8 +253,9 @@ def prepare_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
                 "new_seq_lens": Buffer((batch,), "int32")})
 
 
-PREPARE_INPUTS = Stage(
+PREPARE_INPUTS = wired(
     name="eagle.prepare_inputs",
+    hazard=None, invariants=None,
     dtype_follows={"new_query_start_loc": "query_start_loc", "token_indices": "query_start_loc", "new_seq_lens": "seq_lens"},
     doc="drop rejected tokens from each query: new offsets, kept token indices, shorter sequences",
     inputs=(
@@ -300,13 +286,7 @@ length is not the sum of q', wrong dtypes or lengths.""",
                    "a draft count of -1, a sequence shorter than its rejected tokens, a float dtype, wrong "
                    "lengths of inputs or outputs.",
     },
-    worked=prepare_inputs_worked,
     bench=prepare_bench,
-    oracle=oracle.prepare_inputs,
-    valid=draw.prepare_inputs_valid,
-    invalid=draw.prepare_inputs_invalid,
-    rows=draw.prepare_inputs_table,
-    impls=kernels("eagle", "prepare_inputs"),
     launches={"triton": 1, "torch": 10},
 )
 
@@ -353,8 +333,9 @@ def copy_expand_bench(batch: int, vocab: int, rng: np.random.Generator) -> Examp
                 "out_hidden_state_mapping": Buffer((size,), "int32")})
 
 
-COPY_AND_EXPAND_INPUTS = Stage(
+COPY_AND_EXPAND_INPUTS = wired(
     name="eagle.copy_and_expand_inputs",
+    hazard=None, invariants=None,
     hints=("max_query_len",),
     dtype_follows={"next_token_ids": "target_token_ids", "query_end_loc": "query_start_loc", "out_input_ids": "target_token_ids", "out_positions": "target_positions"},
     doc="lay out each request's drafting input: kept ids, next token, parallel slots, rejected padding",
@@ -412,13 +393,7 @@ longest query, wrong dtypes or lengths.""",
                    "offset beyond N, a `max_query_len` hint one below the longest query, output buffers of the "
                    "wrong dtype or length.",
     },
-    worked=copy_and_expand_inputs_worked,
     bench=copy_expand_bench,
-    oracle=oracle.copy_and_expand_inputs,
-    valid=draw.copy_and_expand_inputs_valid,
-    invalid=draw.copy_and_expand_inputs_invalid,
-    rows=draw.copy_and_expand_inputs_table,
-    impls=kernels("eagle", "copy_and_expand_inputs"),
     launches={"triton": 1, "torch": 23},   # Torch: 19, and the hidden-state mapping's 4 when shifting
 )
 
@@ -441,8 +416,9 @@ def extend_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     }, outputs={"new_query_start_loc": Buffer((batch + 1,), "int32"), "new_seq_lens": Buffer((batch,), "int32")})
 
 
-EXTEND_QUERIES = Stage(
+EXTEND_QUERIES = wired(
     name="eagle.extend_queries",
+    hazard=None, invariants=None, rows=None,
     dtype_follows={"new_query_start_loc": "query_start_loc", "new_seq_lens": "seq_lens"},
     doc="every query grows by N tokens: shifted offsets, longer sequences",
     inputs=(I("query_start_loc", IDX, "B+1", doc=QSL),
@@ -466,12 +442,7 @@ a Python int, results that do not fit the dtype.""",
                    "`query_start_loc` starting at 3 or decreasing, `seq_lens` uint8 or too long, output "
                    "buffers of the wrong dtype or length.",
     },
-    worked=extend_queries_worked,
     bench=extend_bench,
-    oracle=oracle.extend_queries,
-    valid=draw.extend_queries_valid,
-    invalid=draw.extend_queries_invalid,
-    impls=kernels("eagle", "extend_queries"),
     launches={"triton": 1, "torch": 2},
 )
 
@@ -505,8 +476,9 @@ def step_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     }, outputs={"clamped_positions": Buffer((batch,), "int64"), "slot_mapping": Buffer((batch,), "int64")})
 
 
-STEP_SLOT_MAPPING = Stage(
+STEP_SLOT_MAPPING = wired(
     name="eagle.step_slot_mapping",
+    hazard=None, invariants=None,
     dtype_follows={"clamped_positions": "positions"},
     bounded={"B": None},   # B counts block-table rows (the batch plus graph padding rows), not drawn as a batch
     doc="one drafting step: next positions (clamped past max_model_len), their KV slots, longer sequences",
@@ -547,13 +519,7 @@ whose slot overflows int64, wrong dtypes or lengths.""",
                    "`max_model_len` 0, NB = 0, a position of -1, a sequence longer than `max_model_len`, a "
                    "block id of -1, wrong dtypes or lengths of inputs and outputs.",
     },
-    worked=step_slot_mapping_worked,
     bench=step_bench,
-    oracle=oracle.step_slot_mapping,
-    valid=draw.step_slot_mapping_valid,
-    invalid=draw.step_slot_mapping_invalid,
-    rows=draw.step_slot_mapping_table,
-    impls=kernels("eagle", "step_slot_mapping"),
     launches={"triton": 1, "torch": 11},   # Torch: 10 without padded rows or without positions past the table
 )
 

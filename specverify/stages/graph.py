@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles import graph as oracle
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O
+from specverify.records.wiring import wired
 from specverify.strategies import graph as draw
 
 IDX = "int32|int64"
@@ -85,8 +85,9 @@ def fill_common_inputs_worked() -> Example:
     )
 
 
-FILL_COMMON_INPUTS = Stage(
+FILL_COMMON_INPUTS = wired(
     name="graph.fill_common_inputs",
+    hazard=None, invariants=None,
     bounded={"pad_query_len": 0},
     doc="one fused copy of a real batch into the captured graph's buffers, padding everything past it",
     semantics=(
@@ -129,13 +130,7 @@ FILL_COMMON_INPUTS = Stage(
         O("graph_qkv_lens", "int32", "3, MB", doc="q_start_loc, q_seqlens, kv_seqlens; padding 0, PAD, PAD"),
         O("graph_cu_seqlens", "int32", "2, MB+1", doc="0, then running sums of the q and kv rows"),
     ),
-    oracle=oracle.fill_common_inputs,
-    valid=draw.fill_common_inputs_valid,
-    invalid=draw.fill_common_inputs_invalid,
-    rows=draw.fill_common_inputs_table,
-    worked=fill_common_inputs_worked,
     bench=fill_bench,
-    impls=kernels("graph", "fill_common_inputs"),
     launches={"triton": 1, "torch": 10},
 )
 
@@ -152,8 +147,9 @@ def step_context_worked() -> Example:
     )
 
 
-STEP_CONTEXT = Stage(
+STEP_CONTEXT = wired(
     name="graph.step_context",
+    hazard=None, invariants=None,
     dtype_follows={"history_lengths": "q_seqlens", "num_ignored_history": "q_seqlens", "q_start_loc": "q_seqlens", "kv_seqlens": "q_seqlens"},
     doc="per step: query starts, visible KV lengths, packed positions and the running sums of both",
     semantics=(
@@ -183,13 +179,7 @@ STEP_CONTEXT = Stage(
         O("position_ids", "int64", "sum(q)", doc="history + 0, 1, ..., per request, packed"),
         O("cu_seqlens", "int32", "2, B+1", doc="0, then running sums of q and of kv_seqlens"),
     ),
-    oracle=oracle.step_context,
-    valid=draw.step_context_valid,
-    invalid=draw.step_context_invalid,
-    rows=draw.step_context_table,
-    worked=step_context_worked,
     bench=step_bench,
-    impls=kernels("graph", "step_context"),
     launches={"triton": 1, "torch": 10},
 )
 
@@ -206,7 +196,7 @@ def dsa_indexer_metadata_worked(dcp_size: int = 1, dcp_rank: int = 0) -> Example
     )
 
 
-DSA_INDEXER_METADATA = Stage(
+DSA_INDEXER_METADATA = wired(
     name="graph.dsa_indexer_metadata",
     doc="per query token: its causal KV length on this context-parallel rank, and its request's block row",
     semantics=(
@@ -238,15 +228,7 @@ DSA_INDEXER_METADATA = Stage(
         O("indexer_kv_lens", "int32", "N", doc="per query token; rows past sum(q) untouched"),
         O("expanded_block_table", "int32", "N, NB", doc="the owner's block row; rows past sum(q) untouched"),
     ),
-    oracle=oracle.dsa_indexer_metadata,
-    valid=draw.dsa_indexer_metadata_valid,
-    hazard=draw.dsa_indexer_metadata_hazard,
-    invalid=draw.dsa_indexer_metadata_invalid,
-    invariants=draw.dsa_indexer_metadata_invariants,
-    rows=draw.dsa_indexer_metadata_table,
-    worked=dsa_indexer_metadata_worked,
     bench=dsa_bench,
-    impls=kernels("graph", "dsa_indexer_metadata"),
     launches={"triton": 1, "torch": 11},
 )
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles import kv as oracle
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O
+from specverify.records.wiring import wired
 from specverify.records.values import np_dtype
-from specverify.strategies import kv as draw
 
 SOURCE = "float16|bfloat16|float32"
 CACHE = "float16|bfloat16|float32|float8_e4m3fn|float8_e5m2"
@@ -49,7 +48,7 @@ def commit_draft_worked() -> Example:
     )
 
 
-COMMIT_DRAFT = Stage(
+COMMIT_DRAFT = wired(
     name="kv.commit_draft",
     presence_follows=("k_scale", "v_scale"),   # given exactly when the cache is fp8
     doc="write the accepted draft tokens' keys and values into the paged cache (copied, or fp8 by scale)",
@@ -67,13 +66,6 @@ COMMIT_DRAFT = Stage(
           doc="dtype of key or fp8; shape by layout; only the written slots are defined"),
         O("value_cache", CACHE, "NB, BS, H, D", strided=True, doc="dtype and shape of key_cache"),
     ),
-    oracle=oracle.commit_draft,
-    valid=draw.commit_draft_valid,
-    hazard=draw.commit_draft_hazard,
-    invalid=draw.commit_draft_invalid,
-    invariants=draw.commit_draft_invariants,
-    rows=draw.commit_draft_table,
-    impls=kernels("kv", "commit_draft"),
     launches={"triton": 1, "torch": 18},   # 9 for slot rows of the key dtype; fp8 4, a strided slot index 1 to 5
     semantics=(
         "A token is written when it is accepted and its slot is not -1. Its slot names a block "
@@ -99,7 +91,6 @@ COMMIT_DRAFT = Stage(
                    "a cache shaped for the other layout or of another source dtype, an fp8 cache without a "
                    "scale, a scale neither [1] nor [T].",
     },
-    worked=commit_draft_worked,
     bench=commit_bench,
 )
 
@@ -132,7 +123,7 @@ def accept_out_cache_loc_worked() -> Example:
         outputs={"accepted_out_cache_loc": Buffer((12,), "int64")})
 
 
-ACCEPT_OUT_CACHE_LOC = Stage(
+ACCEPT_OUT_CACHE_LOC = wired(
     name="kv.accept_out_cache_loc",
     dtype_follows={"accepted_out_cache_loc": "out_cache_loc"},
     doc="the KV slots of the accepted tree nodes, compacted in order (the rest of the output untouched)",
@@ -163,15 +154,7 @@ ACCEPT_OUT_CACHE_LOC = Stage(
         "invalid": "An entry of -2 or -5, an entry equal to L, an output of B*(S+2) entries or of the "
                    "other index dtype.",
     },
-    worked=accept_out_cache_loc_worked,
     bench=accept_bench,
-    oracle=oracle.accept_out_cache_loc,
-    valid=draw.accept_out_cache_loc_valid,
-    hazard=draw.accept_out_cache_loc_hazard,
-    invalid=draw.accept_out_cache_loc_invalid,
-    invariants=draw.accept_out_cache_loc_invariants,
-    rows=draw.accept_out_cache_loc_table,
-    impls=kernels("kv", "accept_out_cache_loc"),
     launches={"triton": 1, "torch": 10},
 )
 
@@ -200,7 +183,7 @@ def assign_req_to_token_worked() -> Example:
         "req_to_token": np.zeros((4, 8), np.int32)})
 
 
-ASSIGN_REQ_TO_TOKEN = Stage(
+ASSIGN_REQ_TO_TOKEN = wired(
     name="kv.assign_req_to_token",
     doc="write each request's new KV slots into its row of the request-to-token pool table",
     inputs=(
@@ -232,15 +215,7 @@ ASSIGN_REQ_TO_TOKEN = Stage(
         "invalid": "start -1, start past end, end L + 1, a row of P or -1, a second range onto a written "
                    "one, a slot of 2^31, out_cache_loc one short.",
     },
-    worked=assign_req_to_token_worked,
     bench=assign_bench,
-    oracle=oracle.assign_req_to_token,
-    valid=draw.assign_req_to_token_valid,
-    hazard=draw.assign_req_to_token_hazard,
-    invalid=draw.assign_req_to_token_invalid,
-    invariants=draw.assign_req_to_token_invariants,
-    rows=draw.assign_req_to_token_table,
-    impls=kernels("kv", "assign_req_to_token"),
     launches={"triton": 1, "torch": 13},   # 12 when a stride divides the other
 )
 

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles import output as oracle
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
-from specverify.strategies import output as draw
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O
+from specverify.records.wiring import wired
 
-HOST = "specverify.kernels.host.output"
 
 
 def parse_worked() -> Example:
@@ -41,8 +39,9 @@ def parse_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     }, containers={"output_token_ids": "ndarray", "discard_req_indices": "list"})
 
 
-PARSE = Stage(
+PARSE = wired(
     name="output.parse",
+    hazard=None, invariants=None,
     presence_follows=("token_ids", "logprobs", "ranks"),   # the three come together
     doc="the valid ids of each request's row as Python lists ([] when discarded), with their logprobs",
     host=True,
@@ -87,13 +86,7 @@ logprobs inputs incomplete or of the wrong shape or dtype.""",
                    "discard index of B or -1, float indices or a boolean mask, 2-D indices, one logprobs "
                    "input missing, logprobs inputs of the wrong shape or dtype.",
     },
-    worked=parse_worked,
     bench=parse_bench,
-    oracle=oracle.parse,
-    valid=draw.parse_valid,
-    invalid=draw.parse_invalid,
-    rows=draw.parse_table,
-    impls={"numpy": f"{HOST}:parse"},
 )
 
 
@@ -121,8 +114,9 @@ def spec_metadata_bench(batch: int, vocab: int, rng: np.random.Generator) -> Exa
     }, outputs={name: Buffer((n,), "int32") for name, n in sizes.items()})
 
 
-SPEC_METADATA = Stage(
+SPEC_METADATA = wired(
     name="output.spec_metadata",
+    hazard=None, invariants=None,
     dtype_follows={"draft_token_ids": "input_ids"},
     doc="logits positions of each request's drafts and bonus, and the draft ids they verify",
     inputs=(
@@ -163,13 +157,7 @@ outputs of the wrong dtype or length.""",
                    "scheduling only n tokens, `input_ids` one short, output buffers of the wrong length or "
                    "dtype.",
     },
-    worked=spec_metadata_worked,
     bench=spec_metadata_bench,
-    oracle=oracle.spec_metadata,
-    valid=draw.spec_metadata_valid,
-    invalid=draw.spec_metadata_invalid,
-    rows=draw.spec_metadata_table,
-    impls=kernels("output", "spec_metadata"),
     launches={"triton": 2, "torch": 9},
 )
 

@@ -14,7 +14,8 @@ import numpy as np
 
 from specverify.oracles import rejection as oracle
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Dialect, Example, I, Layout, O, Stage, kernels
+from specverify.records.stage import BENCH_SPEC, Buffer, Dialect, Example, I, Layout, O
+from specverify.records.wiring import kernels, wired
 from specverify.strategies import rejection as draw
 from specverify.strategies.deciding import rejection_rows
 
@@ -87,8 +88,9 @@ def greedy_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     }, outputs={"output_token_ids": Buffer((batch, k + 1), "int32")})
 
 
-GREEDY = Stage(
+GREEDY = wired(
     name="rejection.greedy",
+    hazard=None, invariants=None,
     bounded=SPEC_BOUND,
     doc="emit target argmaxes up to the first mismatching draft; the bonus after a fully accepted row",
     inputs=(
@@ -121,13 +123,7 @@ not inclusive offsets ending at T, a request with more than `max_spec_len` draft
                  "later drafts match again at random. `is_greedy` None, all, none or mixed.",
         "invalid": FLAT_INVALID.format(more=", a negative argmax"),
     },
-    worked=greedy_worked,
     bench=greedy_bench,
-    oracle=oracle.greedy,
-    valid=draw.greedy_valid,
-    invalid=draw.greedy_invalid,
-    rows=draw.greedy_table,
-    impls=kernels("rejection", "greedy"),
     launches={"triton": 1, "torch": 11},
 )
 
@@ -239,7 +235,7 @@ RANDOM_DIALECTS = {
         doc="SGLang's and FlashInfer's acceptance test: accept while f32(u * q) < p, so ties reject",
         rule=STRICT_RULE, words="ties reject: f32(u * q) < p",
         oracle=oracle.random_strict, worked=random_strict_worked, valid=draw.random_strict_valid,
-        impls={backend: f"specverify.kernels.{backend}.rejection:random_strict" for backend in ("torch", "triton")}),
+        impls=kernels("rejection", "random_strict")),
     "strict_q0": Dialect(
         doc="FlashInfer's `chain_speculative_sampling`: `strict` with no range test on q (q = 0 accepts "
             "when p > 0)",
@@ -247,13 +243,12 @@ RANDOM_DIALECTS = {
              "exactly when p > 0 (a draft the drafter gives probability 0 is never drawn in practice).",
         words="ties reject, no range test on q: f32(u * q) < p", oracle=oracle.random_strict_q0,
         worked=random_strict_q0_worked, valid=draw.random_strict_q0_valid,
-        impls={backend: f"specverify.kernels.{backend}.rejection:random_strict_q0"
-               for backend in ("torch", "triton")}),
+        impls=kernels("rejection", "random_strict_q0")),
     "approx_div": approx_div(oracle.random, random_approx_div_worked, draw.random_approx_div_valid),
 }
 
 
-RANDOM = Stage(
+RANDOM = wired(
     name="rejection.random",
     bounded=SPEC_BOUND,
     classes=DRAFT_CLASSES,
@@ -290,16 +285,8 @@ float32 [T, V] of equal shape, uniforms not float64 [T].""",
                                            "after them; greedy rows untouched."),
         "invalid": FLAT_INVALID.format(more=", `is_greedy` or `uniform_probs` missing, a recovered id of V"),
     },
-    worked=random_worked,
     bench=random_bench,
-    oracle=oracle.random,
-    valid=draw.random_valid,
-    hazard=draw.random_hazard,
-    invalid=draw.random_invalid,
-    invariants=draw.random_invariants,
-    rows=draw.random_table,
     deciding=rejection_rows,
-    impls=kernels("rejection", "random"),
     launches={"triton": 1, "torch": 21},   # 18 by the record's rule; dialect strict's q <= 1 and f32 u cost 3
     dialects=RANDOM_DIALECTS,
 )
@@ -330,7 +317,7 @@ def recovered_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example
     }, outputs={"recovered_token_ids": Buffer((tokens,), "int32")})
 
 
-RECOVERED = Stage(
+RECOVERED = wired(
     name="rejection.recovered",
     classes=DRAFT_CLASSES,
     hints=("max_spec_len",),
@@ -367,16 +354,8 @@ a request.""",
         "invalid": "One rule broken: offsets not ending at T, a draft id below -1, a wrong dtype, tables of "
                    "different shapes, `inv_q` of the wrong shape, a `max_spec_len` hint one below the most drafts.",
     },
-    worked=recovered_worked,
     bench=recovered_bench,
-    oracle=oracle.recovered,
-    valid=draw.recovered_valid,
-    hazard=draw.recovered_hazard,
-    invalid=draw.recovered_invalid,
-    invariants=draw.recovered_invariants,
-    rows=draw.recovered_table,
     deciding=rejection_rows,
-    impls=kernels("rejection", "recovered"),
     launches={"triton": 1, "torch": 22},
 )
 
@@ -413,8 +392,9 @@ def expand_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     }, outputs={"expanded": Buffer((batch * BENCH_SPEC,), "float32")})
 
 
-EXPAND = Stage(
+EXPAND = wired(
     name="rejection.expand",
+    hazard=None, invariants=None,
     dtype_follows={"expanded": "x"},
     # the most tokens of a request: vLLM's expand_kernel handles at most 128 (MAX_SPEC_LEN) per request, and
     # its only caller, the rejection sampler, asserts max_spec_len <= 128
@@ -447,13 +427,7 @@ and length T, a replace value that is not a number, a float replace value for in
                    "another dtype, `num_tokens` beyond the last offset, a string replace value, a float "
                    "replace value for integer x.",
     },
-    worked=expand_worked,
     bench=expand_bench,
-    oracle=oracle.expand,
-    valid=draw.expand_valid,
-    invalid=draw.expand_invalid,
-    rows=draw.expand_table,
-    impls=kernels("rejection", "expand"),
     launches={"triton": 1, "torch": 8},
 )
 
@@ -503,7 +477,7 @@ def sample_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     }, outputs={"output_token_ids": Buffer((batch, k + 1), "int32")})
 
 
-SAMPLE = Stage(
+SAMPLE = wired(
     name="rejection.sample",
     bounded=SPEC_BOUND,
     classes=DRAFT_CLASSES,
@@ -543,16 +517,8 @@ float32 [B, V] (None included).""",
         "invalid": FLAT_INVALID.format(more=", tables of the wrong dtype or shape, `inv_q` missing while "
                                             "`is_greedy` is given"),
     },
-    worked=sample_worked,
     bench=sample_bench,
-    oracle=oracle.sample,
-    valid=draw.sample_valid,
-    hazard=draw.sample_hazard,
-    invalid=draw.sample_invalid,
-    invariants=draw.sample_invariants,
-    rows=draw.sample_table,
     deciding=rejection_rows,
-    impls=kernels("rejection", "sample"),
     launches={"triton": 2, "torch": 48},
     dialects={"approx_div": approx_div(oracle.sample, sample_approx_div_worked, draw.sample_approx_div_valid)},
 )
@@ -605,8 +571,9 @@ def greedy_padded_bench(batch: int, vocab: int, rng: np.random.Generator) -> Exa
     }, outputs=padded_buffers(batch, BENCH_SPEC))
 
 
-GREEDY_PADDED = Stage(
+GREEDY_PADDED = wired(
     name="rejection.greedy_padded",
+    hazard=None, invariants=None,
     doc="greedy verification on the padded [B, K] layout; greedy rows written in full",
     inputs=(
         I("draft_token_ids", "int64", "B, K", strided=True, doc="K drafts per request; -1 and ids >= V allowed"),
@@ -629,13 +596,8 @@ Invalid: draft or bonus ids below -1, an argmax below 0, any field of the wrong 
                  "an out-of-vocabulary id. `is_greedy` None, all, none or mixed.",
         "invalid": PADDED_INVALID.format(more=", an argmax of the wrong shape or below 0"),
     },
-    worked=greedy_padded_worked,
     bench=greedy_padded_bench,
-    oracle=oracle.greedy_padded,
-    valid=draw.greedy_padded_valid,
-    invalid=draw.greedy_padded_invalid,
     rows=draw.padded_table,
-    impls=kernels("rejection", "greedy_padded"),
     launches={"triton": 1, "torch": 10},
 )
 
@@ -681,7 +643,7 @@ def sample_padded_bench(batch: int, vocab: int, rng: np.random.Generator) -> Exa
     }, outputs=padded_buffers(batch, k))
 
 
-SAMPLE_PADDED = Stage(
+SAMPLE_PADDED = wired(
     name="rejection.sample_padded",
     classes=DRAFT_CLASSES,
     presence_follows=("uniform_probs", "inv_q"),   # given exactly when is_greedy is
@@ -723,16 +685,9 @@ missing noise while `is_greedy` is given.""",
         "invalid": PADDED_INVALID.format(more=", tables of the wrong dtype or shape, `uniform_probs` missing "
                                               "while `is_greedy` is given"),
     },
-    worked=sample_padded_worked,
     bench=sample_padded_bench,
-    oracle=oracle.sample_padded,
-    valid=draw.sample_padded_valid,
-    hazard=draw.sample_padded_hazard,
-    invalid=draw.sample_padded_invalid,
-    invariants=draw.sample_padded_invariants,
     rows=draw.padded_table,
     deciding=rejection_rows,
-    impls=kernels("rejection", "sample_padded"),
     launches={"triton": 2, "torch": 36},
     dialects={"approx_div": approx_div(oracle.sample_padded, sample_padded_approx_div_worked,
                                        draw.sample_padded_approx_div_valid)},

@@ -16,7 +16,8 @@ import numpy as np
 
 from specverify.oracles import rejection_cdf as oracle
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Dialect, Example, I, O, Stage, kernels
+from specverify.records.stage import BENCH_SPEC, Dialect, Example, I, O
+from specverify.records.wiring import kernels, wired
 from specverify.strategies import rejection_cdf as draw
 from specverify.strategies.deciding import rejection_rows
 
@@ -93,8 +94,9 @@ SNAPSHOT_RULE = """\
 Everything else is the record's rule."""
 
 
-CHAIN_CDF = Stage(
+CHAIN_CDF = wired(
     name="rejection.chain_cdf",
+    module="rejection_cdf",
     doc="chain rejection sampling with ties rejecting, the replacement or bonus drawn by an inverse-CDF walk",
     inputs=(
         I("candidates", "int64", "B, K+1",
@@ -156,16 +158,8 @@ uniforms or outputs of another dtype or shape (target [B, K+1, V >= 1], draft [B
         "invalid": "One rule broken: a draft id of -2, candidates with no column, any field of the wrong "
                    "dtype, rank or length.",
     },
-    worked=chain_cdf_worked,
     bench=chain_cdf_bench,
-    oracle=oracle.chain_cdf,
-    valid=draw.chain_cdf_valid,
-    hazard=draw.chain_cdf_hazard,
-    invalid=draw.chain_cdf_invalid,
-    invariants=draw.chain_cdf_invariants,
-    rows=draw.chain_cdf_table,
     deciding=rejection_rows,
-    impls=kernels("rejection_cdf", "chain_cdf"),
     launches={"triton": 1, "torch": 60},
     dialects={
         "snapshot": Dialect(

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles import scv as oracle
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
-from specverify.strategies import scv as draw
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O
+from specverify.records.wiring import wired
 
 IDS = "int32|int64"
 
@@ -47,7 +46,7 @@ def acceptance_mask_worked() -> Example:
     )
 
 
-ACCEPTANCE_MASK = Stage(
+ACCEPTANCE_MASK = wired(
     name="scv.acceptance_mask",
     doc="each request's accepted prefix of drafts as a per-token mask and a count, with no per-request loop",
     inputs=(
@@ -59,13 +58,6 @@ ACCEPTANCE_MASK = Stage(
         O("accepted_mask", "bool", "T", doc="True on each request's accepted prefix, False elsewhere"),
         O("num_accepted", "int32", "B", doc="length of each request's accepted prefix"),
     ),
-    oracle=oracle.acceptance_mask,
-    valid=draw.acceptance_mask_valid,
-    hazard=draw.acceptance_mask_hazard,
-    invalid=draw.acceptance_mask_invalid,
-    invariants=draw.acceptance_mask_invariants,
-    rows=draw.acceptance_mask_table,
-    impls=kernels("scv", "acceptance_mask"),
     launches={"triton": 1, "torch": 10},
     semantics=(
         "Each request's drafts (its span of the flattened arrays, from the inclusive offsets) are accepted "
@@ -83,7 +75,6 @@ ACCEPTANCE_MASK = Stage(
                   "checked by restating the contract (prefix masks, counts, the first rejected draft).",
         "invalid": "Offsets beyond the tokens, negative or decreasing; ids below -1 in either array.",
     },
-    worked=acceptance_mask_worked,
     bench=acceptance_bench,
 )
 
@@ -97,8 +88,9 @@ def adaptive_k_worked() -> Example:
     )
 
 
-ADAPTIVE_K = Stage(
+ADAPTIVE_K = wired(
     name="scv.adaptive_k",
+    invariants=None,
     doc="the next step's draft length from the recent acceptance: up, down or kept, within bounds",
     host=True,
     inputs=(
@@ -111,12 +103,6 @@ ADAPTIVE_K = Stage(
         I("window", "int", doc="how many of the latest steps count, >= 1"),
     ),
     outputs=(O("next_k", "int", doc="returned: the draft length of the next step, a Python int"),),
-    oracle=oracle.adaptive_k,
-    valid=draw.adaptive_k_valid,
-    hazard=draw.adaptive_k_hazard,
-    invalid=draw.adaptive_k_invalid,
-    rows=draw.adaptive_k_table,
-    impls={"numpy": "specverify.kernels.host.scv:adaptive_k"},
     semantics=(
         "Sum the accepted (a) and drafted (d) tokens of the last `window` steps. Start from current_k clamped "
         "to [min_k, max_k]. With d = 0 keep it; if a >= target_ratio * d add one; if 2a < target_ratio * d "
@@ -133,7 +119,6 @@ ADAPTIVE_K = Stage(
         "invalid": "Histories of different lengths, accepted above drafted, negative counts, min_k above max_k "
                    "or negative, negative current_k, window 0, a target of 0, above 1, NaN or not a float.",
     },
-    worked=adaptive_k_worked,
     bench=adaptive_bench,
 )
 

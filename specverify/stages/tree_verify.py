@@ -12,7 +12,8 @@ import numpy as np
 
 from specverify.oracles import tree_verify as oracle
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Dialect, Example, I, O, Stage, kernels
+from specverify.records.stage import BENCH_SPEC, Dialect, Example, I, O
+from specverify.records.wiring import kernels, wired
 from specverify.strategies import tree_verify as draw
 from specverify.strategies.tree_shapes import depths, links, parents
 
@@ -110,22 +111,16 @@ def verify_greedy_longest_path_worked() -> Example:
     return verify_greedy_worked()
 
 
-VERIFY_GREEDY = Stage(
+VERIFY_GREEDY = wired(
     name="tree.verify_greedy",
+    module="tree_verify",
     doc="greedy tree verification: descend through the first child carrying the target's prediction",
     inputs=TREE_FIELDS + (
         I("target_predict", "int64", "B, N",
           doc="the target's argmax after each node, read by flat slot; in [0, 2**31)"),),
     outputs=RESULT_FIELDS,
-    oracle=oracle.verify_greedy,
-    valid=draw.verify_greedy_valid,
-    hazard=draw.verify_greedy_hazard,
-    invalid=draw.verify_greedy_invalid,
-    invariants=draw.verify_greedy_invariants,
     rows=draw.tree_table,
-    impls=kernels("tree_verify", "verify_greedy"),
     launches={"triton": 1, "torch": 700},   # longest_path marks ancestors one level per round
-    worked=verify_greedy_worked,
     bench=greedy_bench,
     semantics=GREEDY_SEMANTICS,
     tiers={
@@ -142,8 +137,7 @@ VERIFY_GREEDY = Stage(
         doc="TensorRT-LLM's static-tree rule: the longest matching root path, the first in preorder among equals",
         rule=LONGEST_RULE, words="longest matching path", oracle=oracle.verify_longest_path,
         worked=verify_greedy_longest_path_worked,
-        impls={backend: f"specverify.kernels.{backend}.tree_verify:verify_longest_path"
-               for backend in ("torch", "triton")})},
+        impls=kernels("tree_verify", "verify_longest_path"))},
 )
 
 
@@ -226,8 +220,9 @@ LE_RULE = """\
   its fix of the tie and zero-mass rule, and the Triton port of that era)."""
 
 
-SAMPLE_TARGET_ONLY = Stage(
+SAMPLE_TARGET_ONLY = wired(
     name="tree.sample_target_only",
+    module="tree_verify",
     doc="tree rejection sampling against the target: siblings share one coin, the bonus from the residual by CDF",
     inputs=TREE_FIELDS + (
         I("uniform_samples", "float32", "B, N", strided=True,
@@ -240,15 +235,8 @@ SAMPLE_TARGET_ONLY = Stage(
         I("threshold_acc", "float", doc="the running mass is divided by max(it, 1e-9); in [0, 1] (1: lossless)"),
     ),
     outputs=RESULT_FIELDS,
-    oracle=oracle.sample_target_only,
-    valid=draw.sample_target_only_valid,
-    hazard=draw.sample_target_only_hazard,
-    invalid=draw.sample_target_only_invalid,
-    invariants=draw.sample_target_only_invariants,
     rows=draw.tree_table,
-    impls=kernels("tree_verify", "sample_target_only"),
     launches={"triton": 1, "torch": 300},
-    worked=sample_target_only_worked,
     bench=sample_bench,
     classes={"oov_candidates": ("candidates", "oov")},
     semantics=SAMPLE_SEMANTICS,
@@ -270,8 +258,7 @@ SAMPLE_TARGET_ONLY = Stage(
         doc="the older acceptance test: coin <= mass / acc (ties accept), no p > 0 test",
         rule=LE_RULE, words="ties accept: coin <= mass / acc", oracle=oracle.sample_target_only_le,
         worked=sample_target_only_le_worked,
-        impls={backend: f"specverify.kernels.{backend}.tree_verify:sample_target_only_le"
-               for backend in ("torch", "triton")})},
+        impls=kernels("tree_verify", "sample_target_only_le"))},
 )
 
 STAGES = (VERIFY_GREEDY, SAMPLE_TARGET_ONLY)
