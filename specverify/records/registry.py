@@ -1,6 +1,8 @@
 """The stage registry: every module in `specverify.stages` declares a `STAGES` tuple of records.
 
-Adding a family means adding its module there; nothing else is edited.
+Adding a family means adding its module there; nothing else is edited. Each record is built by
+`specverify.records.wiring.wired`, which checks the pieces it finds by name; loading the registry checks the
+sources of every dialect's implementations too (a `WiringError` naming the stage and the missing source).
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pkgutil
 from functools import lru_cache
 
 from specverify.records.stage import Stage
+from specverify.records.wiring import WiringError, sources_exist
 
 
 @lru_cache(maxsize=1)
@@ -22,6 +25,10 @@ def all_stages() -> dict[str, Stage]:
         for stage in getattr(module, "STAGES", ()):
             if stage.name in found:
                 raise RuntimeError(f"stage {stage.name!r} is declared twice")
+            for dialect, rule in stage.dialects.items():
+                missing = [source for source in rule.impls.values() if not sources_exist(source)]
+                if missing:
+                    raise WiringError(f"stage {stage.name}, dialect {dialect}: no implementation {missing[0]}")
             found[stage.name] = stage
     return found
 

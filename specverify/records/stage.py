@@ -37,11 +37,6 @@ def O(name: str, dtype: str, shape: str = "", **kw: Any) -> Field:  # noqa: E743
     return Field(name, dtype, shape, **kw)
 
 
-def kernels(family: str, function: str) -> dict[str, str]:
-    """`Stage.impls` of a stage whose Torch and Triton kernels are `function` in its family's modules."""
-    return {backend: f"specverify.kernels.{backend}.{family}:{function}" for backend in ("torch", "triton")}
-
-
 @dataclass(frozen=True)
 class Layout:
     """Strided storage of an array. The base is allocated in memory order: base axis i holds view axis

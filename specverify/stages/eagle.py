@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles import eagle as oracle
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, Layout, O, Stage, kernels
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, Layout, O
+from specverify.records.wiring import wired
 from specverify.strategies import eagle as draw
 
 IDX = "int32|int64"
@@ -26,7 +26,7 @@ def verify_offsets(batch: int) -> np.ndarray:
 
 # ---------------------------------------------------------------- eagle.next_token_padded
 
-def next_token_example() -> Example:
+def next_token_padded_worked() -> Example:
     """Row 0 has a gap (-1) and ends in an out-of-vocabulary id: two valid ids, the last is 7; row 1 has
     none and takes its backup; row 2 is discarded. The rows are 7 elements apart."""
     return Example("valid", inputs={
@@ -47,8 +47,9 @@ def next_token_bench(batch: int, vocab: int, rng: np.random.Generator) -> Exampl
     }, outputs={"next_token_ids": Buffer((batch,), "int32"), "valid_sampled_tokens_count": Buffer((batch,), "int32")})
 
 
-NEXT_TOKEN_PADDED = Stage(
+NEXT_TOKEN_PADDED = wired(
     name="eagle.next_token_padded",
+    hazard=None, invariants=None,
     classes={"oov_ids": ("sampled_token_ids", "oov"), "discarded_rows": ("discard_mask", "true")},
     doc="per row: the count of valid sampled ids and the last valid one (the backup when none or discarded)",
     inputs=(
@@ -75,20 +76,14 @@ Invalid: ids below -1, `vocab_size` below 1, a 1-D `sampled_token_ids`, wrong dt
         "invalid": "One rule broken: an id below -1, `vocab_size` 0, a 1-D `sampled_token_ids`, a wrong dtype "
                    "or length of an input or output.",
     },
-    worked=next_token_example,
     bench=next_token_bench,
-    oracle=oracle.next_token_padded,
-    valid=draw.next_token_valid,
-    invalid=draw.next_token_invalid,
-    rows=draw.next_token_table,
-    impls=kernels("eagle", "next_token_padded"),
     launches={"triton": 1, "torch": 10},
 )
 
 
 # ---------------------------------------------------------------- eagle.prepare_inputs_padded
 
-def prepare_padded_example() -> Example:
+def prepare_inputs_padded_worked() -> Example:
     """Request 0 drafted 2 tokens and accepted none (2 rejected); request 1 drafted none (0 rejected,
     whatever its count says); request 2 accepted all 3; row 3 is past num_reqs and holds junk."""
     return Example("valid", inputs={
@@ -110,8 +105,9 @@ def prepare_padded_bench(batch: int, vocab: int, rng: np.random.Generator) -> Ex
     }, outputs={"token_indices_to_sample": Buffer((batch,), "int32"), "num_rejected_tokens": Buffer((batch,), "int32")})
 
 
-PREPARE_INPUTS_PADDED = Stage(
+PREPARE_INPUTS_PADDED = wired(
     name="eagle.prepare_inputs_padded",
+    hazard=None, invariants=None,
     dtype_follows={"token_indices_to_sample": "query_start_loc"},
     doc="rejected tokens and the index to sample of each of the first num_reqs requests",
     inputs=(
@@ -140,20 +136,14 @@ decreasing, wrong dtypes or lengths.""",
         "invalid": "One rule broken: `num_reqs` of B + 1 or -1, a count of n + 2 or -1, `query_start_loc` not "
                    "starting at 0 or decreasing, decreasing draft offsets, a wrong dtype or length.",
     },
-    worked=prepare_padded_example,
     bench=prepare_padded_bench,
-    oracle=oracle.prepare_inputs_padded,
-    valid=draw.prepare_padded_valid,
-    invalid=draw.prepare_padded_invalid,
-    rows=draw.prepare_padded_table,
-    impls=kernels("eagle", "prepare_inputs_padded"),
     launches={"triton": 1, "torch": 7},
 )
 
 
 # ---------------------------------------------------------------- eagle.verify_and_prepare_padded
 
-def verify_prepare_example() -> Example:
+def verify_and_prepare_padded_worked() -> Example:
     """Request 0 accepts its first draft and rejects the second (2 tokens, 1 rejected); request 1 accepts
     both and takes its bonus; request 2 has no drafts and is discarded; request 3 is not greedy and
     already holds what random verification emitted; row 4 is past num_reqs."""
@@ -174,8 +164,9 @@ def verify_prepare_example() -> Example:
                 "token_indices_to_sample": Buffer((5,), "int32"), "num_rejected_tokens": Buffer((5,), "int32")})
 
 
-VERIFY_AND_PREPARE_PADDED = Stage(
+VERIFY_AND_PREPARE_PADDED = wired(
     name="eagle.verify_and_prepare_padded",
+    hazard=None, invariants=None,
     dtype_follows={"token_indices_to_sample": "query_start_loc"},
     doc="the padded EAGLE step after the target pass, fused: greedy verification, next token, prepare inputs",
     inputs=(
@@ -231,21 +222,15 @@ the composition.""",
                    "0, a -2 where verification does not write, a row holding more valid ids than n + 1, a "
                    "wrong dtype or length.",
     },
-    worked=verify_prepare_example,
-    oracle=oracle.verify_and_prepare_padded,
-    valid=draw.verify_prepare_valid,
-    invalid=draw.verify_prepare_invalid,
-    rows=draw.verify_prepare_table,
-    impls=kernels("eagle", "verify_and_prepare_padded"),
     launches={"triton": 1, "torch": 24},   # Torch: verification 10, next token 8, prepare 5 (23); the H200
                                            # counted one more on a B = 1, K = 1, V = 1 example
-    bench=draw.verify_prepare_bench,
+    bench=draw.verify_and_prepare_padded_bench,
 )
 
 
 # ---------------------------------------------------------------- eagle.prepare_inputs
 
-def prepare_example() -> Example:
+def prepare_inputs_worked() -> Example:
     """Queries of 4, 7 and 5 tokens lose 1, 3 and 2 rejected tokens."""
     return Example("valid", inputs={
         "query_start_loc": np.array([0, 4, 11, 16], i32),
@@ -268,8 +253,9 @@ def prepare_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
                 "new_seq_lens": Buffer((batch,), "int32")})
 
 
-PREPARE_INPUTS = Stage(
+PREPARE_INPUTS = wired(
     name="eagle.prepare_inputs",
+    hazard=None, invariants=None,
     dtype_follows={"new_query_start_loc": "query_start_loc", "token_indices": "query_start_loc", "new_seq_lens": "seq_lens"},
     doc="drop rejected tokens from each query: new offsets, kept token indices, shorter sequences",
     inputs=(
@@ -300,20 +286,14 @@ length is not the sum of q', wrong dtypes or lengths.""",
                    "a draft count of -1, a sequence shorter than its rejected tokens, a float dtype, wrong "
                    "lengths of inputs or outputs.",
     },
-    worked=prepare_example,
     bench=prepare_bench,
-    oracle=oracle.prepare_inputs,
-    valid=draw.prepare_valid,
-    invalid=draw.prepare_invalid,
-    rows=draw.prepare_table,
-    impls=kernels("eagle", "prepare_inputs"),
     launches={"triton": 1, "torch": 10},
 )
 
 
 # ---------------------------------------------------------------- eagle.copy_and_expand_inputs
 
-def copy_expand_example() -> Example:
+def copy_and_expand_inputs_worked() -> Example:
     """No shift, P = 2: request 0 keeps 2 of its 3 tokens (one rejected slot of padding), request 1 keeps
     both; each gets its next token and one masked parallel-drafting slot."""
     size = 5 + 2 * 2
@@ -353,8 +333,9 @@ def copy_expand_bench(batch: int, vocab: int, rng: np.random.Generator) -> Examp
                 "out_hidden_state_mapping": Buffer((size,), "int32")})
 
 
-COPY_AND_EXPAND_INPUTS = Stage(
+COPY_AND_EXPAND_INPUTS = wired(
     name="eagle.copy_and_expand_inputs",
+    hazard=None, invariants=None,
     hints=("max_query_len",),
     dtype_follows={"next_token_ids": "target_token_ids", "query_end_loc": "query_start_loc", "out_input_ids": "target_token_ids", "out_positions": "target_positions"},
     doc="lay out each request's drafting input: kept ids, next token, parallel slots, rejected padding",
@@ -412,20 +393,14 @@ longest query, wrong dtypes or lengths.""",
                    "offset beyond N, a `max_query_len` hint one below the longest query, output buffers of the "
                    "wrong dtype or length.",
     },
-    worked=copy_expand_example,
     bench=copy_expand_bench,
-    oracle=oracle.copy_and_expand_inputs,
-    valid=draw.copy_expand_valid,
-    invalid=draw.copy_expand_invalid,
-    rows=draw.copy_expand_table,
-    impls=kernels("eagle", "copy_and_expand_inputs"),
     launches={"triton": 1, "torch": 23},   # Torch: 19, and the hidden-state mapping's 4 when shifting
 )
 
 
 # ---------------------------------------------------------------- eagle.extend_queries
 
-def extend_example() -> Example:
+def extend_queries_worked() -> Example:
     """Three queries (one empty) each grow by 2 tokens."""
     return Example("valid", inputs={
         "query_start_loc": np.array([0, 2, 2, 5], i32),
@@ -441,8 +416,9 @@ def extend_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     }, outputs={"new_query_start_loc": Buffer((batch + 1,), "int32"), "new_seq_lens": Buffer((batch,), "int32")})
 
 
-EXTEND_QUERIES = Stage(
+EXTEND_QUERIES = wired(
     name="eagle.extend_queries",
+    hazard=None, invariants=None, rows=None,
     dtype_follows={"new_query_start_loc": "query_start_loc", "new_seq_lens": "seq_lens"},
     doc="every query grows by N tokens: shifted offsets, longer sequences",
     inputs=(I("query_start_loc", IDX, "B+1", doc=QSL),
@@ -466,19 +442,14 @@ a Python int, results that do not fit the dtype.""",
                    "`query_start_loc` starting at 3 or decreasing, `seq_lens` uint8 or too long, output "
                    "buffers of the wrong dtype or length.",
     },
-    worked=extend_example,
     bench=extend_bench,
-    oracle=oracle.extend_queries,
-    valid=draw.extend_valid,
-    invalid=draw.extend_invalid,
-    impls=kernels("eagle", "extend_queries"),
     launches={"triton": 1, "torch": 2},
 )
 
 
 # ---------------------------------------------------------------- eagle.step_slot_mapping
 
-def step_example() -> Example:
+def step_slot_mapping_worked() -> Example:
     """Row 0 advances into block 0 (id 3); row 1 reaches max_model_len and is clamped; row 2 is past
     batch_size (untouched); slots 2 and 3 are CUDA-graph padding. The block table is a strided view."""
     return Example("valid", inputs={
@@ -505,8 +476,9 @@ def step_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     }, outputs={"clamped_positions": Buffer((batch,), "int64"), "slot_mapping": Buffer((batch,), "int64")})
 
 
-STEP_SLOT_MAPPING = Stage(
+STEP_SLOT_MAPPING = wired(
     name="eagle.step_slot_mapping",
+    hazard=None, invariants=None,
     dtype_follows={"clamped_positions": "positions"},
     bounded={"B": None},   # B counts block-table rows (the batch plus graph padding rows), not drawn as a batch
     doc="one drafting step: next positions (clamped past max_model_len), their KV slots, longer sequences",
@@ -547,13 +519,7 @@ whose slot overflows int64, wrong dtypes or lengths.""",
                    "`max_model_len` 0, NB = 0, a position of -1, a sequence longer than `max_model_len`, a "
                    "block id of -1, wrong dtypes or lengths of inputs and outputs.",
     },
-    worked=step_example,
     bench=step_bench,
-    oracle=oracle.step_slot_mapping,
-    valid=draw.step_valid,
-    invalid=draw.step_invalid,
-    rows=draw.step_table,
-    impls=kernels("eagle", "step_slot_mapping"),
     launches={"triton": 1, "torch": 11},   # Torch: 10 without padded rows or without positions past the table
 )
 

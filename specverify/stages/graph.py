@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles import graph as oracle
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O
+from specverify.records.wiring import wired
 from specverify.strategies import graph as draw
 
 IDX = "int32|int64"
@@ -70,8 +70,24 @@ def dsa_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
                 "expanded_block_table": Buffer((tokens, blocks), "int32")})
 
 
-FILL_COMMON_INPUTS = Stage(
+def fill_common_inputs_worked() -> Example:
+    """Two target-verify requests (K = 1) in a graph captured for 4 requests, 8 tokens, 3 blocks each."""
+    return Example(
+        tier="valid",
+        inputs={"input_ids": np.array([11, 12, 21, 22], np.int64), "position_ids": np.array([5, 6, 9, 10], np.int64),
+                "block_offsets": np.array([[3, 4], [7, 8]], np.int32),
+                "q_start_loc": np.array([0, 2], np.int32), "q_seqlens": np.array([2, 2], np.int32),
+                "kv_seqlens": np.array([7, 11], np.int32), "pad_ids": np.arange(90, 98, dtype=np.int64),
+                "pad_query_len": 2},
+        outputs=draw.buffers(graph_input_ids=((8,), "int64"), graph_position_ids=((8,), "int64"),
+                        graph_block_offsets=((4, 3), "int32"), graph_qkv_lens=((3, 4), "int32"),
+                        graph_cu_seqlens=((2, 5), "int32")),
+    )
+
+
+FILL_COMMON_INPUTS = wired(
     name="graph.fill_common_inputs",
+    hazard=None, invariants=None,
     bounded={"pad_query_len": 0},
     doc="one fused copy of a real batch into the captured graph's buffers, padding everything past it",
     semantics=(
@@ -114,18 +130,26 @@ FILL_COMMON_INPUTS = Stage(
         O("graph_qkv_lens", "int32", "3, MB", doc="q_start_loc, q_seqlens, kv_seqlens; padding 0, PAD, PAD"),
         O("graph_cu_seqlens", "int32", "2, MB+1", doc="0, then running sums of the q and kv rows"),
     ),
-    oracle=oracle.fill_common_inputs,
-    valid=draw.fill_valid,
-    invalid=draw.fill_invalid,
-    rows=draw.fill_table,
-    worked=draw.fill_worked,
     bench=fill_bench,
-    impls=kernels("graph", "fill_common_inputs"),
     launches={"triton": 1, "torch": 10},
 )
 
-STEP_CONTEXT = Stage(
+
+def step_context_worked() -> Example:
+    """Three requests: a 2-token query on 5 history tokens of which a sliding window ignores 2, a
+    decode step on 7, a 3-token first chunk."""
+    return Example(
+        tier="valid",
+        inputs={"q_seqlens": np.array([2, 1, 3], np.int32), "history_lengths": np.array([5, 7, 0], np.int32),
+                "num_ignored_history": np.array([2, 0, 0], np.int32), "uniform_layout": False},
+        outputs=draw.buffers(q_start_loc=((3,), "int32"), kv_seqlens=((3,), "int32"), position_ids=((6,), "int64"),
+                        cu_seqlens=((2, 4), "int32")),
+    )
+
+
+STEP_CONTEXT = wired(
     name="graph.step_context",
+    hazard=None, invariants=None,
     dtype_follows={"history_lengths": "q_seqlens", "num_ignored_history": "q_seqlens", "q_start_loc": "q_seqlens", "kv_seqlens": "q_seqlens"},
     doc="per step: query starts, visible KV lengths, packed positions and the running sums of both",
     semantics=(
@@ -155,17 +179,24 @@ STEP_CONTEXT = Stage(
         O("position_ids", "int64", "sum(q)", doc="history + 0, 1, ..., per request, packed"),
         O("cu_seqlens", "int32", "2, B+1", doc="0, then running sums of q and of kv_seqlens"),
     ),
-    oracle=oracle.step_context,
-    valid=draw.step_valid,
-    invalid=draw.step_invalid,
-    rows=draw.step_table,
-    worked=draw.step_worked,
     bench=step_bench,
-    impls=kernels("graph", "step_context"),
     launches={"triton": 1, "torch": 10},
 )
 
-DSA_INDEXER_METADATA = Stage(
+
+def dsa_indexer_metadata_worked(dcp_size: int = 1, dcp_rank: int = 0) -> Example:
+    """Two requests: 3 query tokens (two drafts and the verified one) on a 10-token context, a decode
+    token on 5; a buffer of 6 rows, the last 2 past the queries."""
+    return Example(
+        tier="valid",
+        inputs={"q_seqlens": np.array([3, 1], np.int32), "kv_seqlens": np.array([10, 5], np.int32),
+                "cu_q": np.array([0, 3, 4], np.int32), "block_offsets": np.array([[2, 5], [9, 0]], np.int32),
+                "N": 6, "dcp_size": dcp_size, "dcp_rank": dcp_rank},
+        outputs=draw.buffers(indexer_kv_lens=((6,), "int32"), expanded_block_table=((6, 2), "int32")),
+    )
+
+
+DSA_INDEXER_METADATA = wired(
     name="graph.dsa_indexer_metadata",
     doc="per query token: its causal KV length on this context-parallel rank, and its request's block row",
     semantics=(
@@ -197,15 +228,7 @@ DSA_INDEXER_METADATA = Stage(
         O("indexer_kv_lens", "int32", "N", doc="per query token; rows past sum(q) untouched"),
         O("expanded_block_table", "int32", "N, NB", doc="the owner's block row; rows past sum(q) untouched"),
     ),
-    oracle=oracle.dsa_indexer_metadata,
-    valid=draw.dsa_valid,
-    hazard=draw.dsa_hazard,
-    invalid=draw.dsa_invalid,
-    invariants=draw.dsa_invariants,
-    rows=draw.dsa_table,
-    worked=draw.dsa_worked,
     bench=dsa_bench,
-    impls=kernels("graph", "dsa_indexer_metadata"),
     launches={"triton": 1, "torch": 11},
 )
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles import kv as oracle
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O
+from specverify.records.wiring import wired
 from specverify.records.values import np_dtype
-from specverify.strategies import kv as draw
 
 SOURCE = "float16|bfloat16|float32"
 CACHE = "float16|bfloat16|float32|float8_e4m3fn|float8_e5m2"
@@ -33,7 +32,23 @@ def commit_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
         "k_scale": None, "v_scale": None,
     }, outputs={name: Buffer((blocks, block, heads, width), "bfloat16") for name in ("key_cache", "value_cache")})
 
-COMMIT_DRAFT = Stage(
+
+def commit_draft_worked() -> Example:
+    """Three draft tokens, one head of width 2, an e4m3 cache of 2 blocks of 2 slots (NHD): token 0 is
+    written to slot 3, token 1 is rejected, token 2 has no slot. 0.53125 lies halfway between 0.5 and
+    0.5625 and rounds to the even 0.5; 500 / 1 saturates to 448; the values are divided by 2."""
+    key = np.array([[[0.53125, 500.0]], [[1.0, 2.0]], [[3.0, 4.0]]], np.float32)
+    return Example(
+        tier="valid",
+        inputs={"key": key, "value": -key, "slot_mapping": np.array([3, 0, -1], np.int64),
+                "accepted_mask": np.array([True, False, True]), "layout": "NHD",
+                "k_scale": np.array([1.0], np.float32), "v_scale": np.array([2.0], np.float32)},
+        outputs={"key_cache": Buffer((2, 2, 1, 2), "float8_e4m3fn"),
+                 "value_cache": Buffer((2, 2, 1, 2), "float8_e4m3fn")},
+    )
+
+
+COMMIT_DRAFT = wired(
     name="kv.commit_draft",
     presence_follows=("k_scale", "v_scale"),   # given exactly when the cache is fp8
     doc="write the accepted draft tokens' keys and values into the paged cache (copied, or fp8 by scale)",
@@ -51,13 +66,6 @@ COMMIT_DRAFT = Stage(
           doc="dtype of key or fp8; shape by layout; only the written slots are defined"),
         O("value_cache", CACHE, "NB, BS, H, D", strided=True, doc="dtype and shape of key_cache"),
     ),
-    oracle=oracle.commit_draft,
-    valid=draw.commit_valid,
-    hazard=draw.commit_hazard,
-    invalid=draw.commit_invalid,
-    invariants=draw.commit_invariants,
-    rows=draw.commit_table,
-    impls=kernels("kv", "commit_draft"),
     launches={"triton": 1, "torch": 18},   # 9 for slot rows of the key dtype; fp8 4, a strided slot index 1 to 5
     semantics=(
         "A token is written when it is accepted and its slot is not -1. Its slot names a block "
@@ -83,7 +91,6 @@ COMMIT_DRAFT = Stage(
                    "a cache shaped for the other layout or of another source dtype, an fp8 cache without a "
                    "scale, a scale neither [1] nor [T].",
     },
-    worked=draw.commit_worked,
     bench=commit_bench,
 )
 
@@ -107,7 +114,16 @@ def accept_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
         outputs={"accepted_out_cache_loc": Buffer((batch * width,), "int64")})
 
 
-ACCEPT_OUT_CACHE_LOC = Stage(
+def accept_out_cache_loc_worked() -> Example:
+    """Three requests of four nodes (flat slots b*4 + i), S = 4: row 0 keeps nodes 0, 3 and 4, row 1 only
+    its bonus, row 2 two nodes; six of the twelve entries are written."""
+    return Example("valid", inputs={
+        "accept_index": np.array([[0, 3, 4, -1], [6, -1, -1, -1], [8, 9, -1, -1]], np.int32),
+        "out_cache_loc": np.arange(100, 112, dtype=np.int64)},
+        outputs={"accepted_out_cache_loc": Buffer((12,), "int64")})
+
+
+ACCEPT_OUT_CACHE_LOC = wired(
     name="kv.accept_out_cache_loc",
     dtype_follows={"accepted_out_cache_loc": "out_cache_loc"},
     doc="the KV slots of the accepted tree nodes, compacted in order (the rest of the output untouched)",
@@ -138,15 +154,7 @@ ACCEPT_OUT_CACHE_LOC = Stage(
         "invalid": "An entry of -2 or -5, an entry equal to L, an output of B*(S+2) entries or of the "
                    "other index dtype.",
     },
-    worked=draw.accept_worked,
     bench=accept_bench,
-    oracle=oracle.accept_out_cache_loc,
-    valid=draw.accept_valid,
-    hazard=draw.accept_hazard,
-    invalid=draw.accept_invalid,
-    invariants=draw.accept_invariants,
-    rows=draw.accept_table,
-    impls=kernels("kv", "accept_out_cache_loc"),
     launches={"triton": 1, "torch": 10},
 )
 
@@ -167,7 +175,15 @@ def assign_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
         "req_to_token": rng.integers(0, 2**31, (2 * batch, width)).astype(np.int32)})
 
 
-ASSIGN_REQ_TO_TOKEN = Stage(
+def assign_req_to_token_worked() -> Example:
+    """A pool of 4 rows of 8: request 0 writes row 2, columns 3..5; request 1 row 0, columns 0..1."""
+    return Example("valid", inputs={
+        "req_pool_indices": np.array([2, 0], np.int64), "start_offset": np.array([3, 0], np.int64),
+        "end_offset": np.array([6, 2], np.int64), "out_cache_loc": np.array([50, 51, 52, 60, 61], np.int64),
+        "req_to_token": np.zeros((4, 8), np.int32)})
+
+
+ASSIGN_REQ_TO_TOKEN = wired(
     name="kv.assign_req_to_token",
     doc="write each request's new KV slots into its row of the request-to-token pool table",
     inputs=(
@@ -199,15 +215,7 @@ ASSIGN_REQ_TO_TOKEN = Stage(
         "invalid": "start -1, start past end, end L + 1, a row of P or -1, a second range onto a written "
                    "one, a slot of 2^31, out_cache_loc one short.",
     },
-    worked=draw.assign_worked,
     bench=assign_bench,
-    oracle=oracle.assign_req_to_token,
-    valid=draw.assign_valid,
-    hazard=draw.assign_hazard,
-    invalid=draw.assign_invalid,
-    invariants=draw.assign_invariants,
-    rows=draw.assign_table,
-    impls=kernels("kv", "assign_req_to_token"),
     launches={"triton": 1, "torch": 13},   # 12 when a stride divides the other
 )
 

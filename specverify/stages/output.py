@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles import output as oracle
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
-from specverify.strategies import output as draw
-
-HOST = "specverify.kernels.host.output"
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O
+from specverify.records.wiring import wired
 
 
-def parse_example() -> Example:
+
+def parse_worked() -> Example:
     """Row 0 has an out-of-vocabulary id between two valid ones; row 1 is discarded. Only positions 0
     and 2 (row 0) return tokens, so only their logprob rows come back."""
     return Example("valid", inputs={
@@ -41,8 +39,9 @@ def parse_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     }, containers={"output_token_ids": "ndarray", "discard_req_indices": "list"})
 
 
-PARSE = Stage(
+PARSE = wired(
     name="output.parse",
+    hazard=None, invariants=None,
     presence_follows=("token_ids", "logprobs", "ranks"),   # the three come together
     doc="the valid ids of each request's row as Python lists ([] when discarded), with their logprobs",
     host=True,
@@ -87,17 +86,11 @@ logprobs inputs incomplete or of the wrong shape or dtype.""",
                    "discard index of B or -1, float indices or a boolean mask, 2-D indices, one logprobs "
                    "input missing, logprobs inputs of the wrong shape or dtype.",
     },
-    worked=parse_example,
     bench=parse_bench,
-    oracle=oracle.parse,
-    valid=draw.parse_valid,
-    invalid=draw.parse_invalid,
-    rows=draw.parse_table,
-    impls={"numpy": f"{HOST}:parse"},
 )
 
 
-def spec_metadata_example() -> Example:
+def spec_metadata_worked() -> Example:
     """Request 0 verifies 2 drafts in a decode step; request 1 is a prompt chunk of 5 tokens without
     drafts; request 2 verifies 1 draft. input_ids holds one token more than is scheduled."""
     sizes = {"cu_num_draft_tokens": 3, "cu_num_sampled_tokens": 3, "logits_indices": 6,
@@ -121,8 +114,9 @@ def spec_metadata_bench(batch: int, vocab: int, rng: np.random.Generator) -> Exa
     }, outputs={name: Buffer((n,), "int32") for name, n in sizes.items()})
 
 
-SPEC_METADATA = Stage(
+SPEC_METADATA = wired(
     name="output.spec_metadata",
+    hazard=None, invariants=None,
     dtype_follows={"draft_token_ids": "input_ids"},
     doc="logits positions of each request's drafts and bonus, and the draft ids they verify",
     inputs=(
@@ -163,13 +157,7 @@ outputs of the wrong dtype or length.""",
                    "scheduling only n tokens, `input_ids` one short, output buffers of the wrong length or "
                    "dtype.",
     },
-    worked=spec_metadata_example,
     bench=spec_metadata_bench,
-    oracle=oracle.spec_metadata,
-    valid=draw.spec_metadata_valid,
-    invalid=draw.spec_metadata_invalid,
-    rows=draw.spec_metadata_table,
-    impls=kernels("output", "spec_metadata"),
     launches={"triton": 2, "torch": 9},
 )
 

@@ -14,7 +14,8 @@ import numpy as np
 
 from specverify.oracles import rejection as oracle
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Dialect, Example, I, Layout, O, Stage, kernels
+from specverify.records.stage import BENCH_SPEC, Buffer, Dialect, Example, I, Layout, O
+from specverify.records.wiring import kernels, wired
 from specverify.strategies import rejection as draw
 from specverify.strategies.deciding import rejection_rows
 
@@ -64,7 +65,7 @@ RECOVER = """\
 
 # ---------------------------------------------------------------- rejection.greedy
 
-def greedy_example() -> Example:
+def greedy_worked() -> Example:
     """Row 0 accepts both drafts and takes its bonus; row 1 stops at a -1 draft; row 2 has no drafts;
     row 3 is not greedy."""
     return Example("valid", inputs={
@@ -87,8 +88,9 @@ def greedy_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     }, outputs={"output_token_ids": Buffer((batch, k + 1), "int32")})
 
 
-GREEDY = Stage(
+GREEDY = wired(
     name="rejection.greedy",
+    hazard=None, invariants=None,
     bounded=SPEC_BOUND,
     doc="emit target argmaxes up to the first mismatching draft; the bonus after a fully accepted row",
     inputs=(
@@ -121,20 +123,14 @@ not inclusive offsets ending at T, a request with more than `max_spec_len` draft
                  "later drafts match again at random. `is_greedy` None, all, none or mixed.",
         "invalid": FLAT_INVALID.format(more=", a negative argmax"),
     },
-    worked=greedy_example,
     bench=greedy_bench,
-    oracle=oracle.greedy,
-    valid=draw.greedy_valid,
-    invalid=draw.greedy_invalid,
-    rows=draw.greedy_table,
-    impls=kernels("rejection", "greedy"),
     launches={"triton": 1, "torch": 11},
 )
 
 
 # ---------------------------------------------------------------- rejection.random
 
-def random_example() -> Example:
+def random_worked() -> Example:
     """Row 0 accepts at a tie (u equals the ratio) then rejects; row 1 accepts and takes its bonus;
     row 2 is greedy."""
     return Example("valid", inputs={
@@ -178,7 +174,7 @@ def random_call(drafts, counts, spec, draft_probs, target_probs, recovered, unif
     }, outputs={"output_token_ids": Buffer((len(counts), spec + 1), "int32")})
 
 
-def strict_example() -> Example:
+def random_strict_worked() -> Example:
     """Row 0 meets a tie (u * q = 0.5 * 0.5 = p) and rejects at once, where the record's rule accepts it
     and rejects the next draft; row 1 accepts (0.75 * 0.25 < 0.375) and takes its bonus; row 2 has
     u = 0 and p = 0, a tie too: rejected (the record's rule accepts, 0 / q >= 0)."""
@@ -189,14 +185,14 @@ def strict_example() -> Example:
                        [2, 2, 0, 1], [0.5, 0.75, 0.75, 0.0], [3, 1, 0])
 
 
-def strict_q0_example() -> Example:
+def random_strict_q0_worked() -> Example:
     """Row 0 drafts an id of draft probability 0 whose target probability is 0.25: accepted (0 < 0.25),
     then its bonus (`strict` and the record's rule reject it); row 1 meets a tie and rejects."""
     return random_call([0, 1], [1, 1], 1, [[0, 0.5, 0.5, 0], [0.125, 0.5, 0.25, 0.125]],
                        [[0.25] * 4, [0.25, 0.25, 0.375, 0.125]], [3, 2], [0.9, 0.5], [2, 3])
 
 
-def approx_div_example() -> Example:
+def random_approx_div_worked() -> Example:
     """p / q = 0.5 / 0.625 = 0.8 in both rows: row 0's uniform is the first f64 above the rule's band of
     f32 steps around f32(0.8) (rejected, whatever the division's last bits), row 1's the first below it
     (accepted, then the bonus)."""
@@ -238,22 +234,21 @@ RANDOM_DIALECTS = {
     "strict": Dialect(
         doc="SGLang's and FlashInfer's acceptance test: accept while f32(u * q) < p, so ties reject",
         rule=STRICT_RULE, words="ties reject: f32(u * q) < p",
-        oracle=oracle.random_strict, worked=strict_example, valid=draw.random_strict_valid,
-        impls={backend: f"specverify.kernels.{backend}.rejection:random_strict" for backend in ("torch", "triton")}),
+        oracle=oracle.random_strict, worked=random_strict_worked, valid=draw.random_strict_valid,
+        impls=kernels("rejection", "random_strict")),
     "strict_q0": Dialect(
         doc="FlashInfer's `chain_speculative_sampling`: `strict` with no range test on q (q = 0 accepts "
             "when p > 0)",
         rule=STRICT_RULE.replace("lies in (0, 1], and", "is any value, and") + "\n  So q = 0 accepts "
              "exactly when p > 0 (a draft the drafter gives probability 0 is never drawn in practice).",
         words="ties reject, no range test on q: f32(u * q) < p", oracle=oracle.random_strict_q0,
-        worked=strict_q0_example, valid=draw.random_strict_q0_valid,
-        impls={backend: f"specverify.kernels.{backend}.rejection:random_strict_q0"
-               for backend in ("torch", "triton")}),
-    "approx_div": approx_div(oracle.random, approx_div_example, draw.random_approx_div_valid),
+        worked=random_strict_q0_worked, valid=draw.random_strict_q0_valid,
+        impls=kernels("rejection", "random_strict_q0")),
+    "approx_div": approx_div(oracle.random, random_approx_div_worked, draw.random_approx_div_valid),
 }
 
 
-RANDOM = Stage(
+RANDOM = wired(
     name="rejection.random",
     bounded=SPEC_BOUND,
     classes=DRAFT_CLASSES,
@@ -290,16 +285,8 @@ float32 [T, V] of equal shape, uniforms not float64 [T].""",
                                            "after them; greedy rows untouched."),
         "invalid": FLAT_INVALID.format(more=", `is_greedy` or `uniform_probs` missing, a recovered id of V"),
     },
-    worked=random_example,
     bench=random_bench,
-    oracle=oracle.random,
-    valid=draw.random_valid,
-    hazard=draw.random_hazard,
-    invalid=draw.random_invalid,
-    invariants=draw.random_invariants,
-    rows=draw.random_table,
     deciding=rejection_rows,
-    impls=kernels("rejection", "random"),
     launches={"triton": 1, "torch": 21},   # 18 by the record's rule; dialect strict's q <= 1 and f32 u cost 3
     dialects=RANDOM_DIALECTS,
 )
@@ -307,7 +294,7 @@ float32 [T, V] of equal shape, uniforms not float64 [T].""",
 
 # ---------------------------------------------------------------- rejection.recovered
 
-def recovered_example() -> Example:
+def recovered_worked() -> Example:
     """Position 0: a tie in score, the lower index wins; position 1: every residual is 0, so 0;
     position 2: the noise moves the winner away from the largest residual."""
     return Example("valid", inputs={
@@ -330,7 +317,7 @@ def recovered_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example
     }, outputs={"recovered_token_ids": Buffer((tokens,), "int32")})
 
 
-RECOVERED = Stage(
+RECOVERED = wired(
     name="rejection.recovered",
     classes=DRAFT_CLASSES,
     hints=("max_spec_len",),
@@ -367,23 +354,15 @@ a request.""",
         "invalid": "One rule broken: offsets not ending at T, a draft id below -1, a wrong dtype, tables of "
                    "different shapes, `inv_q` of the wrong shape, a `max_spec_len` hint one below the most drafts.",
     },
-    worked=recovered_example,
     bench=recovered_bench,
-    oracle=oracle.recovered,
-    valid=draw.recovered_valid,
-    hazard=draw.recovered_hazard,
-    invalid=draw.recovered_invalid,
-    invariants=draw.recovered_invariants,
-    rows=draw.recovered_table,
     deciding=rejection_rows,
-    impls=kernels("rejection", "recovered"),
     launches={"triton": 1, "torch": 22},
 )
 
 
 # ---------------------------------------------------------------- rejection.expand
 
-def expand_example() -> Example:
+def expand_worked() -> Example:
     """A NaN is never replaced, -0.0 equals 0.0 and is, a request with no tokens writes nothing."""
     return Example("valid", inputs={
         "x": np.array([2.5, np.nan, 7.0, -0.0], f32),
@@ -413,8 +392,9 @@ def expand_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     }, outputs={"expanded": Buffer((batch * BENCH_SPEC,), "float32")})
 
 
-EXPAND = Stage(
+EXPAND = wired(
     name="rejection.expand",
+    hazard=None, invariants=None,
     dtype_follows={"expanded": "x"},
     # the most tokens of a request: vLLM's expand_kernel handles at most 128 (MAX_SPEC_LEN) per request, and
     # its only caller, the rejection sampler, asserts max_spec_len <= 128
@@ -447,20 +427,14 @@ and length T, a replace value that is not a number, a float replace value for in
                    "another dtype, `num_tokens` beyond the last offset, a string replace value, a float "
                    "replace value for integer x.",
     },
-    worked=expand_example,
     bench=expand_bench,
-    oracle=oracle.expand,
-    valid=draw.expand_valid,
-    invalid=draw.expand_invalid,
-    rows=draw.expand_table,
-    impls=kernels("rejection", "expand"),
     launches={"triton": 1, "torch": 8},
 )
 
 
 # ---------------------------------------------------------------- rejection.sample
 
-def sample_example() -> Example:
+def sample_worked() -> Example:
     """Row 0 (greedy): a tied argmax resolves to the lower index, both drafts accepted, bonus; row 1
     (greedy) is rejected at once; row 2 (random) is rejected and recovered."""
     return Example("valid", inputs={
@@ -477,7 +451,7 @@ def sample_example() -> Example:
     }, outputs={"output_token_ids": Buffer((3, 3), "int32")})
 
 
-def sample_approx_div_example() -> Example:
+def sample_approx_div_worked() -> Example:
     """Two random rows of one draft each, p / q = 0.5 / 0.625 = 0.8: row 0's uniform is the first f64 above
     the band around f32(0.8) (rejected: the recovered token, the largest residual max(p - q, 0) * inv_q),
     row 1's the first below it (accepted, then the bonus)."""
@@ -503,7 +477,7 @@ def sample_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     }, outputs={"output_token_ids": Buffer((batch, k + 1), "int32")})
 
 
-SAMPLE = Stage(
+SAMPLE = wired(
     name="rejection.sample",
     bounded=SPEC_BOUND,
     classes=DRAFT_CLASSES,
@@ -543,18 +517,10 @@ float32 [B, V] (None included).""",
         "invalid": FLAT_INVALID.format(more=", tables of the wrong dtype or shape, `inv_q` missing while "
                                             "`is_greedy` is given"),
     },
-    worked=sample_example,
     bench=sample_bench,
-    oracle=oracle.sample,
-    valid=draw.sample_valid,
-    hazard=draw.sample_hazard,
-    invalid=draw.sample_invalid,
-    invariants=draw.sample_invariants,
-    rows=draw.sample_table,
     deciding=rejection_rows,
-    impls=kernels("rejection", "sample"),
     launches={"triton": 2, "torch": 48},
-    dialects={"approx_div": approx_div(oracle.sample, sample_approx_div_example, draw.sample_approx_div_valid)},
+    dialects={"approx_div": approx_div(oracle.sample, sample_approx_div_worked, draw.sample_approx_div_valid)},
 )
 
 
@@ -583,7 +549,7 @@ PADDED_INVALID = ("One rule broken: drafts not int64, a draft id below -1, a bon
                   "an output of the wrong shape or not int64, `is_greedy` not bool{more}.")
 
 
-def greedy_padded_example() -> Example:
+def greedy_padded_worked() -> Example:
     """Row 0 accepts both drafts (bonus); row 1 rejects its first; row 2 is not greedy. The drafts
     arrive with a row stride of 4."""
     return Example("valid", inputs={
@@ -605,8 +571,9 @@ def greedy_padded_bench(batch: int, vocab: int, rng: np.random.Generator) -> Exa
     }, outputs=padded_buffers(batch, BENCH_SPEC))
 
 
-GREEDY_PADDED = Stage(
+GREEDY_PADDED = wired(
     name="rejection.greedy_padded",
+    hazard=None, invariants=None,
     doc="greedy verification on the padded [B, K] layout; greedy rows written in full",
     inputs=(
         I("draft_token_ids", "int64", "B, K", strided=True, doc="K drafts per request; -1 and ids >= V allowed"),
@@ -629,18 +596,13 @@ Invalid: draft or bonus ids below -1, an argmax below 0, any field of the wrong 
                  "an out-of-vocabulary id. `is_greedy` None, all, none or mixed.",
         "invalid": PADDED_INVALID.format(more=", an argmax of the wrong shape or below 0"),
     },
-    worked=greedy_padded_example,
     bench=greedy_padded_bench,
-    oracle=oracle.greedy_padded,
-    valid=draw.greedy_padded_valid,
-    invalid=draw.greedy_padded_invalid,
     rows=draw.padded_table,
-    impls=kernels("rejection", "greedy_padded"),
     launches={"triton": 1, "torch": 10},
 )
 
 
-def sample_padded_example() -> Example:
+def sample_padded_worked() -> Example:
     """Row 0 (greedy) rejects its second draft for the argmax; row 1 (random) accepts at a tie, then
     rejects and takes the recovered token."""
     return Example("valid", inputs={
@@ -656,10 +618,10 @@ def sample_padded_example() -> Example:
                 "last_token_ids": Buffer((2,), "int64")})
 
 
-def sample_padded_approx_div_example() -> Example:
+def sample_padded_approx_div_worked() -> Example:
     """rejection.sample's approx_div example on the padded layout: row 0 rejected at the band's upper edge
     (the recovered token), row 1 accepted at its lower edge (then the bonus)."""
-    flat = sample_approx_div_example().inputs
+    flat = sample_approx_div_worked().inputs
     return Example("valid", inputs={
         "draft_token_ids": np.array([[1], [1]], i64), "draft_probs": flat["draft_probs"].reshape(2, 1, 4),
         "target_probs": flat["target_probs"].reshape(2, 1, 4), "bonus_token_ids": np.array([2, 3], i64),
@@ -681,7 +643,7 @@ def sample_padded_bench(batch: int, vocab: int, rng: np.random.Generator) -> Exa
     }, outputs=padded_buffers(batch, k))
 
 
-SAMPLE_PADDED = Stage(
+SAMPLE_PADDED = wired(
     name="rejection.sample_padded",
     classes=DRAFT_CLASSES,
     presence_follows=("uniform_probs", "inv_q"),   # given exactly when is_greedy is
@@ -723,18 +685,11 @@ missing noise while `is_greedy` is given.""",
         "invalid": PADDED_INVALID.format(more=", tables of the wrong dtype or shape, `uniform_probs` missing "
                                               "while `is_greedy` is given"),
     },
-    worked=sample_padded_example,
     bench=sample_padded_bench,
-    oracle=oracle.sample_padded,
-    valid=draw.sample_padded_valid,
-    hazard=draw.sample_padded_hazard,
-    invalid=draw.sample_padded_invalid,
-    invariants=draw.sample_padded_invariants,
     rows=draw.padded_table,
     deciding=rejection_rows,
-    impls=kernels("rejection", "sample_padded"),
     launches={"triton": 2, "torch": 36},
-    dialects={"approx_div": approx_div(oracle.sample_padded, sample_padded_approx_div_example,
+    dialects={"approx_div": approx_div(oracle.sample_padded, sample_padded_approx_div_worked,
                                        draw.sample_padded_approx_div_valid)},
 )
 

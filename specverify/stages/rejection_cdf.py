@@ -16,7 +16,8 @@ import numpy as np
 
 from specverify.oracles import rejection_cdf as oracle
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Dialect, Example, I, O, Stage, kernels
+from specverify.records.stage import BENCH_SPEC, Dialect, Example, I, O
+from specverify.records.wiring import kernels, wired
 from specverify.strategies import rejection_cdf as draw
 from specverify.strategies.deciding import rejection_rows
 
@@ -39,7 +40,7 @@ P_ROWS = [[0.25, 0.25, 0.375, 0.125], [0.25, 0.25, 0.25, 0.25], [0, 0.5, 0.25, 0
 Q_ROWS = [[0.125, 0.5, 0.25, 0.125], [0, 0, 1, 0]]
 
 
-def chain_cdf_example() -> Example:
+def chain_cdf_worked() -> Example:
     """V = 4, K = 2, drafts [1, 2], the same rows twice. Request 0 (u = [0.5, 0.9]) meets a tie at
     position 0 (0.5 * 0.5 = 0.25 = p): rejected; residual [0.125, 0, 0.125, 0], total 0.25, t = 0.125,
     running sums [0.125, 0.125, 0.25, 0.25]: token 2, emitted alone. Request 1 (u = [0.25, 0.125])
@@ -49,7 +50,7 @@ def chain_cdf_example() -> Example:
                     [[0.5, 0.9, 0.3], [0.25, 0.125, 0.7]], [0.5, 0.5])
 
 
-def snapshot_example() -> Example:
+def chain_cdf_snapshot_worked() -> Example:
     """Request 0 drafts a token of draft probability 0 (p = 0.25): `snapshot` accepts it and picks its
     bonus from [0, 0, 0.5, 0.5] at t = 0.25: token 2 (the record rejects it: residual
     [0.25, 0, 0, 0.25], t = 0.125, token 0). Request 1 ties at position 0; q = 2 at token 2 is zeroed
@@ -92,8 +93,10 @@ SNAPSHOT_RULE = """\
 - in the residual only a NaN q becomes 0 (q < 0, q > 1 and infinities are subtracted as they are).
 Everything else is the record's rule."""
 
-CHAIN_CDF = Stage(
+
+CHAIN_CDF = wired(
     name="rejection.chain_cdf",
+    module="rejection_cdf",
     doc="chain rejection sampling with ties rejecting, the replacement or bonus drawn by an inverse-CDF walk",
     inputs=(
         I("candidates", "int64", "B, K+1",
@@ -155,23 +158,15 @@ uniforms or outputs of another dtype or shape (target [B, K+1, V >= 1], draft [B
         "invalid": "One rule broken: a draft id of -2, candidates with no column, any field of the wrong "
                    "dtype, rank or length.",
     },
-    worked=chain_cdf_example,
     bench=chain_cdf_bench,
-    oracle=oracle.chain_cdf,
-    valid=draw.chain_cdf_valid,
-    hazard=draw.chain_cdf_hazard,
-    invalid=draw.chain_cdf_invalid,
-    invariants=draw.chain_cdf_invariants,
-    rows=draw.chain_cdf_table,
     deciding=rejection_rows,
-    impls=kernels("rejection_cdf", "chain_cdf"),
     launches={"triton": 1, "torch": 60},
     dialects={
         "snapshot": Dialect(
             doc="SGLang's older snapshots of the same kernel: no range test on q (q = 0 accepts when p > 0), "
                 "and only a NaN q is zeroed in the residual",
             rule=SNAPSHOT_RULE, words="no range test on q: f32(u * q) < p", oracle=oracle.chain_cdf_snapshot,
-            worked=snapshot_example, impls=kernels("rejection_cdf", "chain_cdf_snapshot")),
+            worked=chain_cdf_snapshot_worked, impls=kernels("rejection_cdf", "chain_cdf_snapshot")),
     },
 )
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles import scv as oracle
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
-from specverify.strategies import scv as draw
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O
+from specverify.records.wiring import wired
 
 IDS = "int32|int64"
 
@@ -34,7 +33,20 @@ def adaptive_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
         "current_k": BENCH_SPEC, "min_k": 1, "max_k": 8, "target_ratio": 0.7, "window": 32,
     }, containers={"num_accepted_tokens": "ndarray", "num_draft_tokens": "ndarray"})
 
-ACCEPTANCE_MASK = Stage(
+
+def acceptance_mask_worked() -> Example:
+    """Request 0 accepts two drafts and rejects a third; request 1 accepts its one draft; request 2's
+    first draft is a -1 (never accepted, though the target is -1 too); the seventh token is padding."""
+    return Example(
+        tier="valid",
+        inputs={"draft_token_ids": np.array([5, 6, 7, 8, -1, 2, 4], np.int32),
+                "target_token_ids": np.array([5, 6, 9, 8, -1, 2, 4], np.int64),
+                "cu_num_draft_tokens": np.array([3, 4, 6], np.int32)},
+        outputs={"accepted_mask": Buffer((7,), "bool"), "num_accepted": Buffer((3,), "int32")},
+    )
+
+
+ACCEPTANCE_MASK = wired(
     name="scv.acceptance_mask",
     doc="each request's accepted prefix of drafts as a per-token mask and a count, with no per-request loop",
     inputs=(
@@ -46,13 +58,6 @@ ACCEPTANCE_MASK = Stage(
         O("accepted_mask", "bool", "T", doc="True on each request's accepted prefix, False elsewhere"),
         O("num_accepted", "int32", "B", doc="length of each request's accepted prefix"),
     ),
-    oracle=oracle.acceptance_mask,
-    valid=draw.acceptance_valid,
-    hazard=draw.acceptance_hazard,
-    invalid=draw.acceptance_invalid,
-    invariants=draw.acceptance_invariants,
-    rows=draw.acceptance_table,
-    impls=kernels("scv", "acceptance_mask"),
     launches={"triton": 1, "torch": 10},
     semantics=(
         "Each request's drafts (its span of the flattened arrays, from the inclusive offsets) are accepted "
@@ -70,12 +75,22 @@ ACCEPTANCE_MASK = Stage(
                   "checked by restating the contract (prefix masks, counts, the first rejected draft).",
         "invalid": "Offsets beyond the tokens, negative or decreasing; ids below -1 in either array.",
     },
-    worked=draw.acceptance_worked,
     bench=acceptance_bench,
 )
 
-ADAPTIVE_K = Stage(
+
+def adaptive_k_worked() -> Example:
+    """The last two steps accepted 6 of 8 drafts: 6 >= 0.7 * 8, so K grows from 4 to 5."""
+    return Example(
+        tier="valid",
+        inputs={"num_accepted_tokens": [1, 2, 4], "num_draft_tokens": [4, 4, 4], "current_k": 4, "min_k": 1,
+                "max_k": 8, "target_ratio": 0.7, "window": 2},
+    )
+
+
+ADAPTIVE_K = wired(
     name="scv.adaptive_k",
+    invariants=None,
     doc="the next step's draft length from the recent acceptance: up, down or kept, within bounds",
     host=True,
     inputs=(
@@ -88,12 +103,6 @@ ADAPTIVE_K = Stage(
         I("window", "int", doc="how many of the latest steps count, >= 1"),
     ),
     outputs=(O("next_k", "int", doc="returned: the draft length of the next step, a Python int"),),
-    oracle=oracle.adaptive_k,
-    valid=draw.adaptive_valid,
-    hazard=draw.adaptive_hazard,
-    invalid=draw.adaptive_invalid,
-    rows=draw.adaptive_table,
-    impls={"numpy": "specverify.kernels.host.scv:adaptive_k"},
     semantics=(
         "Sum the accepted (a) and drafted (d) tokens of the last `window` steps. Start from current_k clamped "
         "to [min_k, max_k]. With d = 0 keep it; if a >= target_ratio * d add one; if 2a < target_ratio * d "
@@ -110,7 +119,6 @@ ADAPTIVE_K = Stage(
         "invalid": "Histories of different lengths, accepted above drafted, negative counts, min_k above max_k "
                    "or negative, negative current_k, window 0, a target of 0, above 1, NaN or not a float.",
     },
-    worked=draw.adaptive_worked,
     bench=adaptive_bench,
 )
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles import stop as oracle
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
-from specverify.strategies import stop as draw
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O
+from specverify.records.wiring import wired
 
 IDS = "int32|int64"
 
@@ -32,7 +31,22 @@ def spec_stopping_bench(batch: int, vocab: int, rng: np.random.Generator) -> Exa
     }, outputs={"stop_pos": Buffer((batch,), "int32"), "stopped": Buffer((batch,), "bool"),
                 "new_num_appendable": Buffer((batch,), "int32")})
 
-SPEC_STOPPING = Stage(
+
+def spec_stopping_worked() -> Example:
+    """Row 0 stops at its stop id 2 (a draft position); row 1 runs out of budget at its second token;
+    row 2 does not stop, though row 0 emitted row 2's stop ids 9 and 5."""
+    return Example(
+        tier="valid",
+        inputs={"output_token_ids": np.array([[5, 9, 2, 7], [4, 4, -1, -1], [3, -1, -1, -1]], np.int32),
+                "num_rejected_tokens": np.array([0, 2, 3], np.int32),
+                "num_appendable": np.array([10, 2, 5], np.int32),
+                "stop_ids": np.array([[2, -1], [-1, -1], [9, 5]], np.int32)},
+        outputs={"stop_pos": Buffer((3,), "int32"), "stopped": Buffer((3,), "bool"),
+                 "new_num_appendable": Buffer((3,), "int32")},
+    )
+
+
+SPEC_STOPPING = wired(
     name="stop.spec_stopping",
     dtype_follows={"new_num_appendable": "num_appendable"},
     doc="where each request stops among this step's emitted tokens (its stop ids or its length budget)",
@@ -48,13 +62,6 @@ SPEC_STOPPING = Stage(
         O("stopped", "bool", "B", doc="stop_pos >= 0"),
         O("new_num_appendable", IDS, "B", doc="dtype of num_appendable; A - emitted, at most 0 when stopped"),
     ),
-    oracle=oracle.spec_stopping,
-    valid=draw.spec_stopping_valid,
-    hazard=draw.spec_stopping_hazard,
-    invalid=draw.spec_stopping_invalid,
-    invariants=draw.spec_stopping_invariants,
-    rows=draw.spec_stopping_table,
-    impls=kernels("stop", "spec_stopping"),
     launches={"triton": 1, "torch": 11},   # 10 with num_rejected_tokens; the H200 measured 11 too
     semantics=(
         "Row r emitted e = K+1 - num_rejected[r] tokens (its entries before the -1s). Emitted token i stops "
@@ -76,7 +83,6 @@ SPEC_STOPPING = Stage(
                    "stop id below -1, a budget whose result would not fit its dtype, a new-budget buffer of "
                    "another dtype.",
     },
-    worked=draw.spec_stopping_worked,
     bench=spec_stopping_bench,
 )
 

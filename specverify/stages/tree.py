@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from specverify.oracles import tree as oracle
-from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O, Stage, kernels
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O
+from specverify.records.wiring import wired
 from specverify.strategies import tree as draw
 
 BENCH_TOPK, BENCH_DEPTH = 4, 3      # SGLang's EAGLE defaults: 4 beams, 3 steps
@@ -43,7 +44,16 @@ def build_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
                 **draw.index_buffers(batch, nodes)})
 
 
-BUILD = Stage(
+def build_worked() -> Example:
+    """TopK 2, depth 3, 6 nodes after 10 verified tokens; parent_list[4] = 4 is a kept beam that was not
+    selected."""
+    return Example("valid", inputs={
+        "parent_list": np.array([[-1, 0, 1, 2, 4]], np.int64), "selected_index": np.array([[0, 1, 2, 3, 6]], np.int64),
+        "verified_seq_len": np.array([10], np.int64), "topk": 2, "depth": 3, "N": 6, "tree_mask_mode": 1,
+    }, outputs={"tree_mask": Buffer((36,), "bool"), **draw.index_buffers(1, 6)})
+
+
+BUILD = wired(
     name="tree.build",
     doc="the draft tree of an EAGLE top-k search: positions, retrieve links and the attention mask",
     inputs=(
@@ -61,13 +71,6 @@ BUILD = Stage(
           doc="bool in modes 0 and 1, uint8 in mode 2; at least the mode's length; only that region is defined"),
         *index_outputs(),
     ),
-    oracle=oracle.build,
-    valid=draw.build_valid,
-    hazard=draw.build_hazard,
-    invalid=draw.build_invalid,
-    invariants=draw.build_invariants,
-    rows=draw.build_table,
-    impls=kernels("tree", "build"),
     launches={"triton": 3, "torch": 130},
     semantics=(
         "The drafter kept topk beams per step. Its score list has topk entries for step 0 and topk**2 for "
@@ -99,7 +102,6 @@ BUILD = Stage(
                    "topk 0, parent_list of the wrong width, a mask shorter than the mode needs, a negative "
                    "length.",
     },
-    worked=draw.build_worked,
     bench=build_bench,
     # SGLang's caller chooses FULL_MASK or QLEN_ONLY (its mask-size helper raises for any other mode); an engine
     # sizes its trees (N) and draft steps (depth) by its speculative settings
@@ -118,7 +120,15 @@ def reconstruct_bench(batch: int, vocab: int, rng: np.random.Generator) -> Examp
                    outputs=draw.index_buffers(batch, nodes))
 
 
-RECONSTRUCT = Stage(
+def reconstruct_from_mask_worked() -> Example:
+    """The forest of TREES.md: roots 0 and 2 (never siblings of each other), 5 verified tokens."""
+    rows = ["100000", "110000", "001000", "110100", "001010", "100001"]
+    mask = np.array([c == "1" for r in rows for c in r])
+    return Example("valid", inputs={"tree_mask": mask, "verified_seq_len": np.array([5], np.int64), "N": 6},
+                   outputs=draw.index_buffers(1, 6))
+
+
+RECONSTRUCT = wired(
     name="tree.reconstruct_from_mask",
     doc="positions and retrieve links of each request's tree from its ancestor mask",
     inputs=(
@@ -127,13 +137,6 @@ RECONSTRUCT = Stage(
         I("N", "int", doc="nodes per tree: 1..1024"),
     ),
     outputs=index_outputs(),
-    oracle=oracle.reconstruct_from_mask,
-    valid=draw.reconstruct_valid,
-    hazard=draw.reconstruct_hazard,
-    invalid=draw.reconstruct_invalid,
-    invariants=draw.reconstruct_invariants,
-    rows=draw.reconstruct_table,
-    impls=kernels("tree", "reconstruct_from_mask"),
     launches={"triton": 1, "torch": 40},
     semantics=(
         "Only the mask below the diagonal is read: A(i) = {j < i : mask[b, i, j]}. positions[b*N + i] = "
@@ -150,7 +153,6 @@ RECONSTRUCT = Stage(
         "hazard": "The same masks after lengths just below 2**62; checked against the contract's outputs.",
         "invalid": "N outside 1..1024, a mask shorter than B*N*N, a negative length.",
     },
-    worked=draw.reconstruct_worked,
     bench=reconstruct_bench,
 )
 
@@ -166,7 +168,15 @@ def pack_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
                    outputs={"packed": Buffer((int(packed_indptr[-1]),), "uint8")})
 
 
-PACK = Stage(
+def pack_mask_worked() -> Example:
+    """Two requests of Q = 2 rows: 6 bits into one byte, 10 bits into two; the fourth byte is untouched."""
+    mask = np.array([1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 0, 1], bool)
+    return Example("valid", inputs={"mask": mask, "kv_indptr": np.array([0, 3, 8], np.int32),
+                                    "packed_indptr": np.array([0, 1, 3], np.int32), "Q": 2, "max_kv_len": 5},
+                   outputs={"packed": Buffer((4,), "uint8")})
+
+
+PACK = wired(
     name="tree.pack_mask",
     doc="bit-pack each request's Q x kv_len mask segment into bytes (little endian within a byte)",
     inputs=(
@@ -177,13 +187,6 @@ PACK = Stage(
         I("max_kv_len", "int", doc="at least every kv_len (sizes the launch grid)"),
     ),
     outputs=(O("packed", "uint8", "PB", doc="at least packed_indptr[B] bytes; only the segments are defined"),),
-    oracle=oracle.pack_mask,
-    valid=draw.pack_valid,
-    hazard=draw.pack_hazard,
-    invalid=draw.pack_invalid,
-    invariants=draw.pack_invariants,
-    rows=draw.pack_table,
-    impls=kernels("tree", "pack_mask"),
     launches={"triton": 1, "torch": 40},
     semantics=(
         "Request r has count = Q*(kv_indptr[r+1] - kv_indptr[r]) bits, from mask element Q*kv_indptr[r]. "
@@ -203,7 +206,6 @@ PACK = Stage(
         "invalid": "Offsets not starting at 0 or decreasing, overlapping output segments, a segment longer "
                    "than max_kv_len, a mask or output too short, Q 0.",
     },
-    worked=draw.pack_worked,
     bench=pack_bench,
 )
 

@@ -12,7 +12,8 @@ import numpy as np
 
 from specverify.oracles import tree_verify as oracle
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Dialect, Example, I, O, Stage, kernels
+from specverify.records.stage import BENCH_SPEC, Dialect, Example, I, O
+from specverify.records.wiring import kernels, wired
 from specverify.strategies import tree_verify as draw
 from specverify.strategies.tree_shapes import depths, links, parents
 
@@ -43,7 +44,7 @@ TREE_VALID = ("Trees of these shapes: k-ary, irregular, star, chain, depth 1, ro
               "edges; B from 0 (up to 64); S equal to the depth + 1, 1, 2 or beyond the depth.")
 
 
-def greedy_example() -> Example:
+def verify_greedy_worked() -> Example:
     """Request 0: two siblings carry the predicted 7; the first (node 1) wins although node 2's subtree
     would match two more levels. Request 1: a star whose last sibling matches."""
     return Example("valid", inputs={
@@ -105,27 +106,21 @@ LONGEST_RULE = """\
   best: TensorRT-LLM's static-tree rule). Outputs are written as by the record's rule."""
 
 
-def longest_example() -> Example:
+def verify_greedy_longest_path_worked() -> Example:
     """The record's example under the longest-path rule: request 0 takes 0-2-4-5 (3 accepted)."""
-    return greedy_example()
+    return verify_greedy_worked()
 
 
-VERIFY_GREEDY = Stage(
+VERIFY_GREEDY = wired(
     name="tree.verify_greedy",
+    module="tree_verify",
     doc="greedy tree verification: descend through the first child carrying the target's prediction",
     inputs=TREE_FIELDS + (
         I("target_predict", "int64", "B, N",
           doc="the target's argmax after each node, read by flat slot; in [0, 2**31)"),),
     outputs=RESULT_FIELDS,
-    oracle=oracle.verify_greedy,
-    valid=draw.greedy_valid,
-    hazard=draw.greedy_hazard,
-    invalid=draw.greedy_invalid,
-    invariants=draw.greedy_invariants,
     rows=draw.tree_table,
-    impls=kernels("tree_verify", "verify_greedy"),
     launches={"triton": 1, "torch": 700},   # longest_path marks ancestors one level per round
-    worked=greedy_example,
     bench=greedy_bench,
     semantics=GREEDY_SEMANTICS,
     tiers={
@@ -141,9 +136,8 @@ VERIFY_GREEDY = Stage(
     dialects={"longest_path": Dialect(
         doc="TensorRT-LLM's static-tree rule: the longest matching root path, the first in preorder among equals",
         rule=LONGEST_RULE, words="longest matching path", oracle=oracle.verify_longest_path,
-        worked=longest_example,
-        impls={backend: f"specverify.kernels.{backend}.tree_verify:verify_longest_path"
-               for backend in ("torch", "triton")})},
+        worked=verify_greedy_longest_path_worked,
+        impls=kernels("tree_verify", "verify_longest_path"))},
 )
 
 
@@ -153,7 +147,7 @@ TARGET_ROWS = np.array([[.125, .25, .5, .125], [.5, .25, .125, .125], [.25, .25,
                         [.375, .125, .25, .25]], f32)
 
 
-def sample_example() -> Example:
+def sample_target_only_worked() -> Example:
     """Tree 0 -> {1, 2}, 1 -> {3}, tokens [9, 2, 1, 0], both requests. Request 0 rejects both children
     (coin .875 against masses .5 and .75) and picks 3 from the residual; request 1 rejects node 1 at a
     tie (coin .5 == mass .5), accepts node 2 and, node 2 being a leaf, picks 1 from its row."""
@@ -167,10 +161,10 @@ def sample_example() -> Example:
     }, outputs=draw.outputs(2, 4, 3))
 
 
-def le_example() -> Example:
+def sample_target_only_le_worked() -> Example:
     """The record's example under `le`: request 1's tie accepts node 1, then node 3 (coin .25 < .5),
     and the bonus comes from node 3's row: 0."""
-    return sample_example()
+    return sample_target_only_worked()
 
 
 def sample_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
@@ -225,8 +219,10 @@ LE_RULE = """\
   0, or at once when threshold_single is 0). Everything else is the record's rule (sgl-kernel before
   its fix of the tie and zero-mass rule, and the Triton port of that era)."""
 
-SAMPLE_TARGET_ONLY = Stage(
+
+SAMPLE_TARGET_ONLY = wired(
     name="tree.sample_target_only",
+    module="tree_verify",
     doc="tree rejection sampling against the target: siblings share one coin, the bonus from the residual by CDF",
     inputs=TREE_FIELDS + (
         I("uniform_samples", "float32", "B, N", strided=True,
@@ -239,15 +235,8 @@ SAMPLE_TARGET_ONLY = Stage(
         I("threshold_acc", "float", doc="the running mass is divided by max(it, 1e-9); in [0, 1] (1: lossless)"),
     ),
     outputs=RESULT_FIELDS,
-    oracle=oracle.sample_target_only,
-    valid=draw.sample_valid,
-    hazard=draw.sample_hazard,
-    invalid=draw.sample_invalid,
-    invariants=draw.sample_invariants,
     rows=draw.tree_table,
-    impls=kernels("tree_verify", "sample_target_only"),
     launches={"triton": 1, "torch": 300},
-    worked=sample_example,
     bench=sample_bench,
     classes={"oov_candidates": ("candidates", "oov")},
     semantics=SAMPLE_SEMANTICS,
@@ -268,9 +257,8 @@ SAMPLE_TARGET_ONLY = Stage(
     dialects={"le": Dialect(
         doc="the older acceptance test: coin <= mass / acc (ties accept), no p > 0 test",
         rule=LE_RULE, words="ties accept: coin <= mass / acc", oracle=oracle.sample_target_only_le,
-        worked=le_example,
-        impls={backend: f"specverify.kernels.{backend}.tree_verify:sample_target_only_le"
-               for backend in ("torch", "triton")})},
+        worked=sample_target_only_le_worked,
+        impls=kernels("tree_verify", "sample_target_only_le"))},
 )
 
 STAGES = (VERIFY_GREEDY, SAMPLE_TARGET_ONLY)

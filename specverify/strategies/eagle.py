@@ -90,7 +90,7 @@ def sampled_rows(draw, batch: int, width: int, vocab: int, stress: bool = False,
 
 
 @st.composite
-def next_token_valid(draw, ctx: DrawContext) -> Example:
+def next_token_padded_valid(draw, ctx: DrawContext) -> Example:
     kind = draw(mode())
     stress = kind == "stress"
     if kind == "single":
@@ -117,8 +117,8 @@ def next_token_valid(draw, ctx: DrawContext) -> Example:
 
 
 @st.composite
-def next_token_invalid(draw, ctx: DrawContext) -> Example:
-    ex = draw(next_token_valid(ctx))
+def next_token_padded_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(next_token_padded_valid(ctx))
     x = ex.inputs
     found = [invalid(ex, "vocab_size", "vocab_size >= 1", vocab_size=0)]
     if x["sampled_token_ids"].size:
@@ -128,7 +128,7 @@ def next_token_invalid(draw, ctx: DrawContext) -> Example:
     return draw(one_invalid(found))
 
 
-def next_token_table(ex: Example):
+def next_token_padded_table(ex: Example):
     x = ex.inputs
     return rows_table(discard=x["discard_mask"], backup=x["backup_next_token_ids"], sampled=x["sampled_token_ids"])
 
@@ -155,7 +155,7 @@ def sampled_counts(draw, counts: np.ndarray, stress: bool = False) -> np.ndarray
 
 
 @st.composite
-def prepare_padded_valid(draw, ctx: DrawContext) -> Example:
+def prepare_inputs_padded_valid(draw, ctx: DrawContext) -> Example:
     kind = draw(mode())
     stress = kind == "stress"
     batch = draw(draft_batch(ctx, kind=kind))
@@ -179,8 +179,8 @@ def prepare_padded_valid(draw, ctx: DrawContext) -> Example:
 
 
 @st.composite
-def prepare_padded_invalid(draw, ctx: DrawContext) -> Example:
-    ex = draw(prepare_padded_valid(ctx))
+def prepare_inputs_padded_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(prepare_inputs_padded_valid(ctx))
     x = ex.inputs
     b, n = len(x["cu_num_draft_tokens"]), x["num_reqs"]
     found = [
@@ -200,7 +200,7 @@ def prepare_padded_invalid(draw, ctx: DrawContext) -> Example:
     return draw(one_invalid(found))
 
 
-def prepare_padded_table(ex: Example):
+def prepare_inputs_padded_table(ex: Example):
     x = ex.inputs
     cu = x["cu_num_draft_tokens"]
     return rows_table(n=np.diff(cu, prepend=0), count=x["valid_sampled_tokens_count"],
@@ -236,7 +236,7 @@ def verified_buffer(draw, counts: np.ndarray, columns: int, is_greedy, vocab: in
 
 
 @st.composite
-def verify_prepare_valid(draw, ctx: DrawContext) -> Example:
+def verify_and_prepare_padded_valid(draw, ctx: DrawContext) -> Example:
     kind = draw(mode())
     stress = kind == "stress"
     batch = draw(draft_batch(ctx, kind=kind))
@@ -280,10 +280,10 @@ def verify_prepare_valid(draw, ctx: DrawContext) -> Example:
 
 
 @st.composite
-def verify_prepare_invalid(draw, ctx: DrawContext) -> Example:
+def verify_and_prepare_padded_invalid(draw, ctx: DrawContext) -> Example:
     """The value rules of the three pieces, each broken on its own (dtypes, ranks, lengths and None come
     from the record). A -2 is planted where verification does not write: past a row's n + 1 slots."""
-    ex = draw(verify_prepare_valid(ctx))
+    ex = draw(verify_and_prepare_padded_valid(ctx))
     x = ex.inputs
     b, n = len(x["cu_num_draft_tokens"]), x["num_reqs"]
     found = [as_inout(c) for c in rejection.batch_corruptions(ex)] + [
@@ -309,7 +309,7 @@ def verify_prepare_invalid(draw, ctx: DrawContext) -> Example:
     return draw(one_invalid(found))
 
 
-def verify_prepare_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+def verify_and_prepare_padded_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
     """The engine's all-greedy step: BENCH_SPEC drafts per request, each accepted with probability 0.7
     until the first rejection, output_token_ids pre-filled with -1, queries of BENCH_SPEC + 1 tokens,
     no request discarded, every request real."""
@@ -339,7 +339,7 @@ def as_inout(corrupted: Example) -> Example:
     return corrupted
 
 
-def verify_prepare_table(ex: Example):
+def verify_and_prepare_padded_table(ex: Example):
     x = ex.inputs
     headers, rows = request_rows(
         x["cu_num_draft_tokens"],
@@ -355,7 +355,7 @@ def verify_prepare_table(ex: Example):
 # ---------------------------------------------------------------- eagle.prepare_inputs
 
 @st.composite
-def prepare_valid(draw, ctx: DrawContext) -> Example:
+def prepare_inputs_valid(draw, ctx: DrawContext) -> Example:
     kind = draw(mode())
     batch = draw(draft_batch(ctx, kind=kind))
     counts = batch.counts
@@ -379,8 +379,8 @@ def prepare_valid(draw, ctx: DrawContext) -> Example:
 
 
 @st.composite
-def prepare_invalid(draw, ctx: DrawContext) -> Example:
-    ex = draw(prepare_valid(ctx))
+def prepare_inputs_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(prepare_inputs_valid(ctx))
     x = ex.inputs
     b = len(x["seq_lens"])
     found = [
@@ -403,7 +403,7 @@ def prepare_invalid(draw, ctx: DrawContext) -> Example:
     return draw(one_invalid(found))
 
 
-def prepare_table(ex: Example):
+def prepare_inputs_table(ex: Example):
     x = ex.inputs
     return rows_table(q=np.diff(x["query_start_loc"]), n=x["num_draft_tokens"], sampled=x["num_sampled"],
                       seq_len=x["seq_lens"])
@@ -412,7 +412,7 @@ def prepare_table(ex: Example):
 # ---------------------------------------------------------------- eagle.copy_and_expand_inputs
 
 @st.composite
-def copy_expand_valid(draw, ctx: DrawContext) -> Example:
+def copy_and_expand_inputs_valid(draw, ctx: DrawContext) -> Example:
     kind = draw(mode())
     stress = kind == "stress"
     b = 1 if kind == "single" else draw(batch_size(ctx, 0, ctx.max_batch // 2))
@@ -452,8 +452,8 @@ def copy_expand_valid(draw, ctx: DrawContext) -> Example:
 
 
 @st.composite
-def copy_expand_invalid(draw, ctx: DrawContext) -> Example:
-    ex = draw(copy_expand_valid(ctx))
+def copy_and_expand_inputs_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(copy_and_expand_inputs_valid(ctx))
     x = ex.inputs
     other = other_index_dtype(x["target_token_ids"].dtype)
     found = [
@@ -474,7 +474,7 @@ def copy_expand_invalid(draw, ctx: DrawContext) -> Example:
     return draw(one_invalid(found))
 
 
-def copy_expand_table(ex: Example):
+def copy_and_expand_inputs_table(ex: Example):
     x = ex.inputs
     qsl = x["query_start_loc"]
     return rows_table(qs=qsl[:-1], qe=x["query_end_loc"], qn=qsl[1:], next=x["next_token_ids"],
@@ -484,7 +484,7 @@ def copy_expand_table(ex: Example):
 # ---------------------------------------------------------------- eagle.extend_queries
 
 @st.composite
-def extend_valid(draw, ctx: DrawContext) -> Example:
+def extend_queries_valid(draw, ctx: DrawContext) -> Example:
     kind = draw(mode())
     b = 1 if kind == "single" else draw(batch_size(ctx))
     rng = draw(generator())
@@ -500,8 +500,8 @@ def extend_valid(draw, ctx: DrawContext) -> Example:
 
 
 @st.composite
-def extend_invalid(draw, ctx: DrawContext) -> Example:
-    ex = draw(extend_valid(ctx))
+def extend_queries_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(extend_queries_valid(ctx))
     x = ex.inputs
     b = len(x["seq_lens"])
     found = [
@@ -537,7 +537,7 @@ def step_positions(draw, rng, batch: int, max_model_len: int, table_tokens: int,
 
 
 @st.composite
-def step_valid(draw, ctx: DrawContext) -> Example:
+def step_slot_mapping_valid(draw, ctx: DrawContext) -> Example:
     kind = draw(mode())
     stress = kind == "stress"
     batch = 1 if kind == "single" else draw(batch_size(ctx))
@@ -577,8 +577,8 @@ def step_valid(draw, ctx: DrawContext) -> Example:
 
 
 @st.composite
-def step_invalid(draw, ctx: DrawContext) -> Example:
-    ex = draw(step_valid(ctx))
+def step_slot_mapping_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(step_slot_mapping_valid(ctx))
     x = ex.inputs
     batch, rows = x["batch_size"], len(x["positions"])
     table = x["block_table"]
@@ -599,7 +599,7 @@ def step_invalid(draw, ctx: DrawContext) -> Example:
     return draw(one_invalid(found))
 
 
-def step_table(ex: Example):
+def step_slot_mapping_table(ex: Example):
     x = ex.inputs
     real = np.arange(len(x["positions"])) < x["batch_size"]
     return rows_table(real=real, position=x["positions"], seq_len=x["seq_lens"], blocks=x["block_table"])

@@ -75,7 +75,7 @@ def set_at(values: np.ndarray, index, value) -> np.ndarray:
 # ---------------------------------------------------------------- graph.fill_common_inputs
 
 @st.composite
-def fill_valid(draw, ctx: DrawContext) -> Example:
+def fill_common_inputs_valid(draw, ctx: DrawContext) -> Example:
     max_batch = draw(capture_size(ctx))
     most = ctx.limits("B", 0, max_batch)[1]
     batch = draw(st.one_of(st.just(most), st.just(min(1, most)), st.integers(0, most)))
@@ -148,8 +148,8 @@ def fill_over_capacity(ex: Example) -> list[Example]:
 
 
 @st.composite
-def fill_invalid(draw, ctx: DrawContext) -> Example:
-    ex = draw(fill_valid(ctx))
+def fill_common_inputs_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(fill_common_inputs_valid(ctx))
     x = ex.inputs
     max_batch = ex.outputs["graph_block_offsets"].shape[0]
     batch, blocks = x["block_offsets"].shape
@@ -178,7 +178,7 @@ def fill_invalid(draw, ctx: DrawContext) -> Example:
     return draw(central_or_other(fill_over_capacity(ex), found))
 
 
-def fill_table(ex: Example):
+def fill_common_inputs_table(ex: Example):
     """A first row with the sizes against the capacities, then the real requests and the padding ones."""
     x = ex.inputs
     max_batch, max_blocks = ex.outputs["graph_block_offsets"].shape
@@ -190,25 +190,10 @@ def fill_table(ex: Example):
     return headers, [sizes] + rows + [[b, "pad", 0, pad, pad, "0 ..."] for b in range(batch, max_batch)]
 
 
-def fill_worked() -> Example:
-    """Two target-verify requests (K = 1) in a graph captured for 4 requests, 8 tokens, 3 blocks each."""
-    return Example(
-        tier="valid",
-        inputs={"input_ids": np.array([11, 12, 21, 22], np.int64), "position_ids": np.array([5, 6, 9, 10], np.int64),
-                "block_offsets": np.array([[3, 4], [7, 8]], np.int32),
-                "q_start_loc": np.array([0, 2], np.int32), "q_seqlens": np.array([2, 2], np.int32),
-                "kv_seqlens": np.array([7, 11], np.int32), "pad_ids": np.arange(90, 98, dtype=np.int64),
-                "pad_query_len": 2},
-        outputs=buffers(graph_input_ids=((8,), "int64"), graph_position_ids=((8,), "int64"),
-                        graph_block_offsets=((4, 3), "int32"), graph_qkv_lens=((3, 4), "int32"),
-                        graph_cu_seqlens=((2, 5), "int32")),
-    )
-
-
 # ---------------------------------------------------------------- graph.step_context
 
 @st.composite
-def step_valid(draw, ctx: DrawContext, low: int = 0) -> Example:
+def step_context_valid(draw, ctx: DrawContext, low: int = 0) -> Example:
     batch = draw(batch_size(ctx, low))
     _, q = draw(query_layout(batch))
     if draw(st.integers(0, 9)) == 0:
@@ -240,10 +225,10 @@ def step_valid(draw, ctx: DrawContext, low: int = 0) -> Example:
 
 
 @st.composite
-def step_invalid(draw, ctx: DrawContext) -> Example:
+def step_context_invalid(draw, ctx: DrawContext) -> Example:
     if draw(st.booleans()):
         return draw(one_invalid([draw(step_broken_promise(ctx))]))
-    ex = draw(step_valid(ctx))
+    ex = draw(step_context_valid(ctx))
     x = ex.inputs
     q, history, ignored = x["q_seqlens"], x["history_lengths"], x["num_ignored_history"]
     batch, tokens = len(q), int(q.astype(np.int64).sum())
@@ -267,7 +252,7 @@ def step_invalid(draw, ctx: DrawContext) -> Example:
 def step_broken_promise(draw, ctx: DrawContext) -> Example:
     """Half the invalid draws: the uniform fast path asked for on queries of different lengths (the
     first B longer, the last 2B if need be: N still splits into B equal parts)."""
-    ex = draw(step_valid(ctx, low=2))
+    ex = draw(step_context_valid(ctx, low=2))
     q = ex.inputs["q_seqlens"]
     batch, tokens = len(q), int(q.astype(np.int64).sum())
     longer = set_at(q, 0, int(q[0]) + batch)
@@ -277,28 +262,16 @@ def step_broken_promise(draw, ctx: DrawContext) -> Example:
                    outputs={"position_ids": Buffer((tokens + int(longer.sum()) - int(q.sum()),), "int64")})
 
 
-def step_table(ex: Example):
+def step_context_table(ex: Example):
     x = ex.inputs
     return rows_table(q=x["q_seqlens"], history=x["history_lengths"], ignored=x["num_ignored_history"],
                       uniform_layout=[x["uniform_layout"]] * len(x["q_seqlens"]))
 
 
-def step_worked() -> Example:
-    """Three requests: a 2-token query on 5 history tokens of which a sliding window ignores 2, a
-    decode step on 7, a 3-token first chunk."""
-    return Example(
-        tier="valid",
-        inputs={"q_seqlens": np.array([2, 1, 3], np.int32), "history_lengths": np.array([5, 7, 0], np.int32),
-                "num_ignored_history": np.array([2, 0, 0], np.int32), "uniform_layout": False},
-        outputs=buffers(q_start_loc=((3,), "int32"), kv_seqlens=((3,), "int32"), position_ids=((6,), "int64"),
-                        cu_seqlens=((2, 4), "int32")),
-    )
-
-
 # ---------------------------------------------------------------- graph.dsa_indexer_metadata
 
 @st.composite
-def dsa_example(draw, ctx: DrawContext, tier: str) -> Example:
+def dsa_indexer_metadata_example(draw, ctx: DrawContext, tier: str) -> Example:
     """Valid: every kv >= q. Hazard: some requests' kv shorter than their query (down to 0)."""
     batch = draw(batch_size(ctx, low=1 if tier == "hazard" else 0))
     width, q = draw(query_layout(batch))
@@ -333,15 +306,15 @@ def dsa_example(draw, ctx: DrawContext, tier: str) -> Example:
     )
 
 
-def dsa_valid(ctx: DrawContext):
-    return dsa_example(ctx, "valid")
+def dsa_indexer_metadata_valid(ctx: DrawContext):
+    return dsa_indexer_metadata_example(ctx, "valid")
 
 
-def dsa_hazard(ctx: DrawContext):
-    return dsa_example(ctx, "hazard")
+def dsa_indexer_metadata_hazard(ctx: DrawContext):
+    return dsa_indexer_metadata_example(ctx, "hazard")
 
 
-def dsa_invariants(ex: Example, views: dict) -> list[str]:
+def dsa_indexer_metadata_invariants(ex: Example, views: dict) -> list[str]:
     """Every query token's length is the rank's share of its causal prefix, 0 (never negative) when
     that prefix is empty; its block row is its request's; rows past the queries are untouched."""
     x = ex.inputs
@@ -365,8 +338,8 @@ def dsa_invariants(ex: Example, views: dict) -> list[str]:
 
 
 @st.composite
-def dsa_invalid(draw, ctx: DrawContext) -> Example:
-    ex = draw(dsa_valid(ctx))
+def dsa_indexer_metadata_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(dsa_indexer_metadata_valid(ctx))
     x = ex.inputs
     q, kv, cu = x["q_seqlens"], x["kv_seqlens"], x["cu_q"]
     batch, blocks = x["block_offsets"].shape
@@ -394,7 +367,7 @@ def dsa_invalid(draw, ctx: DrawContext) -> Example:
     return draw(central_or_other(central, found))
 
 
-def dsa_table(ex: Example):
+def dsa_indexer_metadata_table(ex: Example):
     x = ex.inputs
     batch = len(x["q_seqlens"])
     headers, rows = rows_table(cu_q=x["cu_q"][:-1], q=x["q_seqlens"], kv=x["kv_seqlens"],
@@ -403,13 +376,3 @@ def dsa_table(ex: Example):
     return headers, rows + [padding]
 
 
-def dsa_worked(dcp_size: int = 1, dcp_rank: int = 0) -> Example:
-    """Two requests: 3 query tokens (two drafts and the verified one) on a 10-token context, a decode
-    token on 5; a buffer of 6 rows, the last 2 past the queries."""
-    return Example(
-        tier="valid",
-        inputs={"q_seqlens": np.array([3, 1], np.int32), "kv_seqlens": np.array([10, 5], np.int32),
-                "cu_q": np.array([0, 3, 4], np.int32), "block_offsets": np.array([[2, 5], [9, 0]], np.int32),
-                "N": 6, "dcp_size": dcp_size, "dcp_rank": dcp_rank},
-        outputs=buffers(indexer_kv_lens=((6,), "int32"), expanded_block_table=((6, 2), "int32")),
-    )

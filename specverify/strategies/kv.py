@@ -132,7 +132,7 @@ def scales(draw, rng, tokens: int, fp8: bool, hazard: bool) -> tuple[np.ndarray 
 
 
 @st.composite
-def commit_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
+def commit_draft_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     tokens = draw(st.one_of(st.integers(0, 4), st.integers(0, 16 if ctx.small else 48)))
     heads = draw(st.sampled_from([1, 2, 3, 4]))
     dim = draw(st.sampled_from([1, 3, 8, 16, 64]))
@@ -212,11 +212,11 @@ def non_finite(draw, rng, x: np.ndarray) -> np.ndarray:
     return bits.view(x.dtype)
 
 
-def commit_hazard(ctx: DrawContext):
-    return commit_valid(ctx, tier="hazard")
+def commit_draft_hazard(ctx: DrawContext):
+    return commit_draft_valid(ctx, tier="hazard")
 
 
-def commit_invariants(ex: Example, out: dict) -> list[str]:
+def commit_draft_invariants(ex: Example, out: dict) -> list[str]:
     """Hazard tier: every written element holds the contract's bytes (the copy, or the fp8 byte of
     source / scale: NaN 0x7F, infinities saturated), and every other element of a cache is untouched
     (they all hold the same fill)."""
@@ -250,8 +250,8 @@ def commit_invariants(ex: Example, out: dict) -> list[str]:
 
 
 @st.composite
-def commit_invalid(draw, ctx: DrawContext) -> Example:
-    ex = draw(commit_valid(ctx))
+def commit_draft_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(commit_draft_valid(ctx))
     x = ex.inputs
     slot_mapping, accepted = x["slot_mapping"], x["accepted_mask"]
     buf = ex.outputs["key_cache"]
@@ -285,7 +285,7 @@ def commit_invalid(draw, ctx: DrawContext) -> Example:
     return draw(one_invalid(found))
 
 
-def commit_table(ex: Example):
+def commit_draft_table(ex: Example):
     x = ex.inputs
 
     def scale(name: str, t: int):
@@ -299,21 +299,6 @@ def commit_table(ex: Example):
              values("key", t), values("value", t)] for t in range(len(x["slot_mapping"]))]
     source = f"{x['key'].dtype.name}, {x['layout']}"
     return ["token", "accepted", "slot", "k_scale", "v_scale", f"key ({source})", "value"], rows
-
-
-def commit_worked() -> Example:
-    """Three draft tokens, one head of width 2, an e4m3 cache of 2 blocks of 2 slots (NHD): token 0 is
-    written to slot 3, token 1 is rejected, token 2 has no slot. 0.53125 lies halfway between 0.5 and
-    0.5625 and rounds to the even 0.5; 500 / 1 saturates to 448; the values are divided by 2."""
-    key = np.array([[[0.53125, 500.0]], [[1.0, 2.0]], [[3.0, 4.0]]], np.float32)
-    return Example(
-        tier="valid",
-        inputs={"key": key, "value": -key, "slot_mapping": np.array([3, 0, -1], np.int64),
-                "accepted_mask": np.array([True, False, True]), "layout": "NHD",
-                "k_scale": np.array([1.0], np.float32), "v_scale": np.array([2.0], np.float32)},
-        outputs={"key_cache": Buffer((2, 2, 1, 2), "float8_e4m3fn"),
-                 "value_cache": Buffer((2, 2, 1, 2), "float8_e4m3fn")},
-    )
 
 
 # ---------------------------------------------------------------- kv.accept_out_cache_loc
@@ -370,7 +355,7 @@ def accepted_rows(rng, batch: int, width: int, nodes: int, shape: str) -> np.nda
 
 
 @st.composite
-def accept_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
+def accept_out_cache_loc_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     kind = draw(mode())
     stress = kind == "stress"
     width = 1 if kind == "single" else draw(st.one_of(st.integers(1, 8), st.just(0)))
@@ -396,11 +381,11 @@ def accept_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     )
 
 
-def accept_hazard(ctx: DrawContext):
-    return accept_valid(ctx, tier="hazard")
+def accept_out_cache_loc_hazard(ctx: DrawContext):
+    return accept_out_cache_loc_valid(ctx, tier="hazard")
 
 
-def accept_invariants(ex: Example, out: dict) -> list[str]:
+def accept_out_cache_loc_invariants(ex: Example, out: dict) -> list[str]:
     """Hazard tier: the first `count` entries are the kept entries' slots in row-major order (the tail
     is the harness's: it must keep its fill)."""
     index, loc = ex.inputs["accept_index"].reshape(-1), ex.inputs["out_cache_loc"]
@@ -415,8 +400,8 @@ def accept_invariants(ex: Example, out: dict) -> list[str]:
 
 
 @st.composite
-def accept_invalid(draw, ctx: DrawContext) -> Example:
-    ex = draw(accept_valid(ctx))
+def accept_out_cache_loc_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(accept_out_cache_loc_valid(ctx))
     index, loc = ex.inputs["accept_index"], ex.inputs["out_cache_loc"]
     buf = ex.outputs["accepted_out_cache_loc"]
     batch, width = index.shape
@@ -437,22 +422,13 @@ def accept_invalid(draw, ctx: DrawContext) -> Example:
     return draw(one_invalid(found))
 
 
-def accept_table(ex: Example):
+def accept_out_cache_loc_table(ex: Example):
     index, loc = ex.inputs["accept_index"], ex.inputs["out_cache_loc"]
     def slots(row):   # entries outside [0, L) (invalid-tier cases) show as "?"
         return short([int(loc[e]) if 0 <= e < len(loc) else "?" for e in row.tolist() if e != -1])
 
     rows = [[b, short(index[b]), slots(index[b])] for b in range(len(index))]
     return ["req", "accept_index", "their out_cache_loc"], rows
-
-
-def accept_worked() -> Example:
-    """Three requests of four nodes (flat slots b*4 + i), S = 4: row 0 keeps nodes 0, 3 and 4, row 1 only
-    its bonus, row 2 two nodes; six of the twelve entries are written."""
-    return Example("valid", inputs={
-        "accept_index": np.array([[0, 3, 4, -1], [6, -1, -1, -1], [8, 9, -1, -1]], np.int32),
-        "out_cache_loc": np.arange(100, 112, dtype=np.int64)},
-        outputs={"accepted_out_cache_loc": Buffer((12,), "int64")})
 
 
 # ---------------------------------------------------------------- kv.assign_req_to_token
@@ -496,7 +472,7 @@ def request_ranges(draw, rng, batch: int, rows: int, width: int, stress: bool) -
 
 
 @st.composite
-def assign_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
+def assign_req_to_token_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     kind = draw(mode())
     stress = kind == "stress"
     batch = 1 if kind == "single" else draw(batch_size(ctx, high=24 if ctx.small else 128))
@@ -525,11 +501,11 @@ def assign_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     )
 
 
-def assign_hazard(ctx: DrawContext):
-    return assign_valid(ctx, tier="hazard")
+def assign_req_to_token_hazard(ctx: DrawContext):
+    return assign_req_to_token_valid(ctx, tier="hazard")
 
 
-def assign_invariants(ex: Example, out: dict) -> list[str]:
+def assign_req_to_token_invariants(ex: Example, out: dict) -> list[str]:
     """Hazard tier: every element of the ranges holds its slot, every other element what it held."""
     x = ex.inputs
     want = x["req_to_token"].copy()
@@ -546,8 +522,8 @@ def assign_invariants(ex: Example, out: dict) -> list[str]:
 
 
 @st.composite
-def assign_invalid(draw, ctx: DrawContext) -> Example:
-    ex = draw(assign_valid(ctx))
+def assign_req_to_token_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(assign_req_to_token_valid(ctx))
     x = ex.inputs
     pool, start, end, loc = x["req_pool_indices"], x["start_offset"], x["end_offset"], x["out_cache_loc"]
     rows, width = x["req_to_token"].shape
@@ -582,7 +558,7 @@ def assign_invalid(draw, ctx: DrawContext) -> Example:
     return draw(one_invalid(found))
 
 
-def assign_table(ex: Example):
+def assign_req_to_token_table(ex: Example):
     x = ex.inputs
     rows, o = [], 0
     for b, (row, start, end) in enumerate(zip(x["req_pool_indices"].tolist(), x["start_offset"].tolist(),
@@ -592,9 +568,3 @@ def assign_table(ex: Example):
     return ["req", "table row", "start", "end", "slots"], rows
 
 
-def assign_worked() -> Example:
-    """A pool of 4 rows of 8: request 0 writes row 2, columns 3..5; request 1 row 0, columns 0..1."""
-    return Example("valid", inputs={
-        "req_pool_indices": np.array([2, 0], np.int64), "start_offset": np.array([3, 0], np.int64),
-        "end_offset": np.array([6, 2], np.int64), "out_cache_loc": np.array([50, 51, 52, 60, 61], np.int64),
-        "req_to_token": np.zeros((4, 8), np.int32)})

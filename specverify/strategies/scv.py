@@ -31,7 +31,7 @@ def accepted_lengths(draw, rng, counts: np.ndarray) -> np.ndarray:
 
 
 @st.composite
-def acceptance_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
+def acceptance_mask_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     batch = draw(draft_batch(ctx))
     counts = batch.counts
     pad = draw(st.sampled_from([0, 0, 0, 1, 9]))
@@ -83,11 +83,11 @@ def degenerate_ids(draw, rng, draft: np.ndarray, target: np.ndarray):
     return target.copy(), target
 
 
-def acceptance_hazard(ctx: DrawContext):
-    return acceptance_valid(ctx, tier="hazard")
+def acceptance_mask_hazard(ctx: DrawContext):
+    return acceptance_mask_valid(ctx, tier="hazard")
 
 
-def acceptance_invariants(ex: Example, out: dict) -> list[str]:
+def acceptance_mask_invariants(ex: Example, out: dict) -> list[str]:
     """Hazard tier: the outputs restated from the contract: each request's mask is a prefix of exactly
     num_accepted tokens, every accepted draft equals its target and is not -1, the token after the prefix
     (if in the request) is not acceptable, and padding tokens are False."""
@@ -113,8 +113,8 @@ def acceptance_invariants(ex: Example, out: dict) -> list[str]:
 
 
 @st.composite
-def acceptance_invalid(draw, ctx: DrawContext) -> Example:
-    ex = draw(acceptance_valid(ctx))
+def acceptance_mask_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(acceptance_mask_valid(ctx))
     x = ex.inputs
     cu, draft, target = x["cu_num_draft_tokens"], x["draft_token_ids"], x["target_token_ids"]
     found = []
@@ -144,7 +144,7 @@ def acceptance_invalid(draw, ctx: DrawContext) -> Example:
     return draw(one_invalid(found))
 
 
-def acceptance_table(ex: Example):
+def acceptance_mask_table(ex: Example):
     x = ex.inputs
     cu, draft, target = x["cu_num_draft_tokens"], x["draft_token_ids"], x["target_token_ids"]
     headers, rows = request_rows(cu, {"draft": draft, "target": target}, {})
@@ -152,18 +152,6 @@ def acceptance_table(ex: Example):
     if len(draft) > last:
         rows.append(["padding", len(draft) - last, short(draft[last:]), short(target[last:])])
     return headers, rows
-
-
-def acceptance_worked() -> Example:
-    """Request 0 accepts two drafts and rejects a third; request 1 accepts its one draft; request 2's
-    first draft is a -1 (never accepted, though the target is -1 too); the seventh token is padding."""
-    return Example(
-        tier="valid",
-        inputs={"draft_token_ids": np.array([5, 6, 7, 8, -1, 2, 4], np.int32),
-                "target_token_ids": np.array([5, 6, 9, 8, -1, 2, 4], np.int64),
-                "cu_num_draft_tokens": np.array([3, 4, 6], np.int32)},
-        outputs={"accepted_mask": Buffer((7,), "bool"), "num_accepted": Buffer((3,), "int32")},
-    )
 
 
 # ---------------------------------------------------------------- scv.adaptive_k
@@ -217,7 +205,7 @@ def boundary(draw, accepted: np.ndarray, drafted: np.ndarray, window: int, targe
 
 
 @st.composite
-def adaptive_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
+def adaptive_k_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     rng = draw(generator())
     steps = draw(st.integers(0, 12))
     accepted, drafted = draw(history(steps, rng))
@@ -260,13 +248,13 @@ def huge_counts(draw, rng, accepted: np.ndarray, drafted: np.ndarray, dtype: str
     return (drafted - rng.integers(0, 2, len(drafted))) * (rng.random(len(drafted)) < 0.8), drafted
 
 
-def adaptive_hazard(ctx: DrawContext):
-    return adaptive_valid(ctx, tier="hazard")
+def adaptive_k_hazard(ctx: DrawContext):
+    return adaptive_k_valid(ctx, tier="hazard")
 
 
 @st.composite
-def adaptive_invalid(draw, ctx: DrawContext) -> Example:
-    ex = draw(adaptive_valid(ctx))
+def adaptive_k_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(adaptive_k_valid(ctx))
     x = ex.inputs
     accepted, drafted = x["num_accepted_tokens"], x["num_draft_tokens"]
     found = [
@@ -292,7 +280,7 @@ def adaptive_invalid(draw, ctx: DrawContext) -> Example:
     return draw(one_invalid(found))
 
 
-def adaptive_table(ex: Example):
+def adaptive_k_table(ex: Example):
     x = ex.inputs
     headers = ["step", "accepted", "drafted"]
     rows = [[i, int(a), int(d)] for i, (a, d) in enumerate(zip(x["num_accepted_tokens"], x["num_draft_tokens"]))]
@@ -301,10 +289,3 @@ def adaptive_table(ex: Example):
     return headers, rows
 
 
-def adaptive_worked() -> Example:
-    """The last two steps accepted 6 of 8 drafts: 6 >= 0.7 * 8, so K grows from 4 to 5."""
-    return Example(
-        tier="valid",
-        inputs={"num_accepted_tokens": [1, 2, 4], "num_draft_tokens": [4, 4, 4], "current_k": 4, "min_k": 1,
-                "max_k": 8, "target_ratio": 0.7, "window": 2},
-    )

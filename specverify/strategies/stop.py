@@ -212,15 +212,3 @@ def spec_stopping_table(ex: Example):
     return ["req", "tokens", "rejected", "budget", "stop ids"], rows
 
 
-def spec_stopping_worked() -> Example:
-    """Row 0 stops at its stop id 2 (a draft position); row 1 runs out of budget at its second token;
-    row 2 does not stop, though row 0 emitted row 2's stop ids 9 and 5."""
-    return Example(
-        tier="valid",
-        inputs={"output_token_ids": np.array([[5, 9, 2, 7], [4, 4, -1, -1], [3, -1, -1, -1]], np.int32),
-                "num_rejected_tokens": np.array([0, 2, 3], np.int32),
-                "num_appendable": np.array([10, 2, 5], np.int32),
-                "stop_ids": np.array([[2, -1], [-1, -1], [9, 5]], np.int32)},
-        outputs={"stop_pos": Buffer((3,), "int32"), "stopped": Buffer((3,), "bool"),
-                 "new_num_appendable": Buffer((3,), "int32")},
-    )

@@ -228,15 +228,6 @@ def build_table(ex: Example):
     return ["req", "seq", "parent_list", "selected_index"], rows
 
 
-def build_worked() -> Example:
-    """TopK 2, depth 3, 6 nodes after 10 verified tokens; parent_list[4] = 4 is a kept beam that was not
-    selected."""
-    return Example("valid", inputs={
-        "parent_list": np.array([[-1, 0, 1, 2, 4]], np.int64), "selected_index": np.array([[0, 1, 2, 3, 6]], np.int64),
-        "verified_seq_len": np.array([10], np.int64), "topk": 2, "depth": 3, "N": 6, "tree_mask_mode": 1,
-    }, outputs={"tree_mask": Buffer((36,), "bool"), **index_buffers(1, 6)})
-
-
 # ---------------------------------------------------------------- tree.reconstruct_from_mask
 
 def forest_parents(rng: np.random.Generator, nodes: int, roots: float) -> np.ndarray:
@@ -258,7 +249,7 @@ def closed_mask(parents: np.ndarray) -> np.ndarray:
 
 
 @st.composite
-def reconstruct_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
+def reconstruct_from_mask_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     common = [n for n in STRESS_NODES if n <= 17]
     nodes = draw(st.sampled_from(common * 3 + [32, 63, 64] if ctx.small else [*STRESS_NODES, 128]))
     budget = 1 << 12 if ctx.small else 1 << 18
@@ -290,19 +281,19 @@ def reconstruct_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
         "N": nodes}, outputs=index_buffers(batch, nodes))
 
 
-def reconstruct_hazard(ctx: DrawContext):
+def reconstruct_from_mask_hazard(ctx: DrawContext):
     """Lengths just below 2**62 with every mask kind of the valid tier."""
-    return reconstruct_valid(ctx, tier="hazard")
+    return reconstruct_from_mask_valid(ctx, tier="hazard")
 
 
-def reconstruct_invariants(ex: Example, out: dict) -> list[str]:
+def reconstruct_from_mask_invariants(ex: Example, out: dict) -> list[str]:
     """Hazard tier: the contract's positions (in 64 bits) and links."""
     return index_differences(ex, out, expected(oracle.reconstruct_from_mask, ex))[:3]
 
 
 @st.composite
-def reconstruct_invalid(draw, ctx: DrawContext) -> Example:
-    ex = draw(reconstruct_valid(ctx))
+def reconstruct_from_mask_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(reconstruct_from_mask_valid(ctx))
     x = ex.inputs
     batch, nodes = len(x["verified_seq_len"]), x["N"]
     found = [invalid(ex, "N", "1..1024", N=draw(st.sampled_from([0, 1025])))]
@@ -314,7 +305,7 @@ def reconstruct_invalid(draw, ctx: DrawContext) -> Example:
     return draw(one_invalid(found))
 
 
-def reconstruct_table(ex: Example):
+def reconstruct_from_mask_table(ex: Example):
     x = ex.inputs
     nodes = x["N"]
     rows = []
@@ -324,18 +315,10 @@ def reconstruct_table(ex: Example):
     return ["req", "seq", "mask rows"], rows
 
 
-def reconstruct_worked() -> Example:
-    """The forest of TREES.md: roots 0 and 2 (never siblings of each other), 5 verified tokens."""
-    rows = ["100000", "110000", "001000", "110100", "001010", "100001"]
-    mask = np.array([c == "1" for r in rows for c in r])
-    return Example("valid", inputs={"tree_mask": mask, "verified_seq_len": np.array([5], np.int64), "N": 6},
-                   outputs=index_buffers(1, 6))
-
-
 # ---------------------------------------------------------------- tree.pack_mask
 
 @st.composite
-def pack_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
+def pack_mask_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     batch = draw(batch_size(ctx, 0, 4 if ctx.small else 48))
     q = draw(st.sampled_from([1, 1, 2, 3, 6, 8, 16]))
     rng = draw(generator())
@@ -362,12 +345,12 @@ def pack_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
                    outputs={"packed": Buffer((int(packed_indptr[-1]) + tail,), "uint8")})
 
 
-def pack_hazard(ctx: DrawContext):
+def pack_mask_hazard(ctx: DrawContext):
     """A grid far wider than the segments (max_kv_len well above every length), empty segments."""
-    return pack_valid(ctx, tier="hazard")
+    return pack_mask_valid(ctx, tier="hazard")
 
 
-def pack_invariants(ex: Example, out: dict) -> list[str]:
+def pack_mask_invariants(ex: Example, out: dict) -> list[str]:
     """Hazard tier: each segment equals NumPy's little-endian packbits of its bits."""
     x, broken = ex.inputs, []
     for r in range(len(x["kv_indptr"]) - 1):
@@ -380,8 +363,8 @@ def pack_invariants(ex: Example, out: dict) -> list[str]:
 
 
 @st.composite
-def pack_invalid(draw, ctx: DrawContext) -> Example:
-    ex = draw(pack_valid(ctx))
+def pack_mask_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(pack_mask_valid(ctx))
     x = ex.inputs
     kv, out, q = x["kv_indptr"], x["packed_indptr"], x["Q"]
     lengths = np.diff(kv.astype(np.int64))
@@ -406,7 +389,7 @@ def pack_invalid(draw, ctx: DrawContext) -> Example:
     return draw(one_invalid(found))
 
 
-def pack_table(ex: Example):
+def pack_mask_table(ex: Example):
     x = ex.inputs
     rows = [[r, int(x["kv_indptr"][r + 1] - x["kv_indptr"][r]), int(x["packed_indptr"][r]),
              short(x["mask"][x["Q"] * int(x["kv_indptr"][r]): x["Q"] * int(x["kv_indptr"][r + 1])].astype(int), 16)]
@@ -414,9 +397,3 @@ def pack_table(ex: Example):
     return ["req", "kv_len", "byte offset", "bits"], rows
 
 
-def pack_worked() -> Example:
-    """Two requests of Q = 2 rows: 6 bits into one byte, 10 bits into two; the fourth byte is untouched."""
-    mask = np.array([1, 0, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 0, 1], bool)
-    return Example("valid", inputs={"mask": mask, "kv_indptr": np.array([0, 3, 8], np.int32),
-                                    "packed_indptr": np.array([0, 1, 3], np.int32), "Q": 2, "max_kv_len": 5},
-                   outputs={"packed": Buffer((4,), "uint8")})

@@ -88,7 +88,7 @@ def predictions(draw, shape: tuple[int, int]) -> np.ndarray:
 
 
 @st.composite
-def greedy_valid(draw, ctx: DrawContext, permuted: bool = False) -> Example:
+def verify_greedy_valid(draw, ctx: DrawContext, permuted: bool = False) -> Example:
     batch, n, tree = draw(tree_batch(ctx))
     spec = draw(spec_for(tree, n))
     predict = draw(predictions((batch, n)))
@@ -101,9 +101,9 @@ def greedy_valid(draw, ctx: DrawContext, permuted: bool = False) -> Example:
         "target_predict": predict}, outputs=outputs(batch, n, spec))
 
 
-def greedy_hazard(ctx: DrawContext):
+def verify_greedy_hazard(ctx: DrawContext):
     """Valid draws with `retrieve_index` an arbitrary permutation of the B*N slots."""
-    return greedy_valid(ctx, permuted=True)
+    return verify_greedy_valid(ctx, permuted=True)
 
 
 def poison_int32() -> int:
@@ -147,7 +147,7 @@ def path_problems(ex: Example, views: dict, emitted) -> list[str]:
     return found[:3]
 
 
-def greedy_invariants(ex: Example, views: dict) -> list[str]:
+def verify_greedy_invariants(ex: Example, views: dict) -> list[str]:
     """The path matches the target's predictions step by step, and each path slot holds the
     prediction there (not the first-match rule: a permutation moves which slot is read)."""
     x = ex.inputs
@@ -204,8 +204,8 @@ def link_corruptions(ex: Example) -> list[Example]:
 
 
 @st.composite
-def greedy_invalid(draw, ctx: DrawContext) -> Example:
-    ex = draw(greedy_valid(ctx).filter(lambda e: len(e.inputs["candidates"]) > 0))
+def verify_greedy_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(verify_greedy_valid(ctx).filter(lambda e: len(e.inputs["candidates"]) > 0))
     found = link_corruptions(ex)
     for bad in (-1, oracle.INT32_MAX + 1):
         predict = ex.inputs["target_predict"].copy()
@@ -283,7 +283,7 @@ def thresholds(draw, probs: np.ndarray) -> tuple[float, float]:
 
 
 @st.composite
-def sample_valid(draw, ctx: DrawContext, general: bool = False) -> Example:
+def sample_target_only_valid(draw, ctx: DrawContext, general: bool = False) -> Example:
     batch, n, tree = draw(tree_batch(ctx))
     spec = draw(spec_for(tree, n, cap=n))
     rng = draw(generator())
@@ -325,9 +325,9 @@ def sample_valid(draw, ctx: DrawContext, general: bool = False) -> Example:
 
 
 @st.composite
-def sample_hazard(draw, ctx: DrawContext) -> Example:
+def sample_target_only_hazard(draw, ctx: DrawContext) -> Example:
     """General float rows (normalised or not) and uniforms, then NaN, inf or all-zero rows planted."""
-    ex = draw(sample_valid(ctx, general=True))
+    ex = draw(sample_target_only_valid(ctx, general=True))
     probs = ex.inputs["target_probs"].copy()
     rng = draw(generator())
     kind = draw(st.sampled_from(["floats", "nan", "inf", "zero rows", "negative"]))
@@ -345,7 +345,7 @@ def sample_hazard(draw, ctx: DrawContext) -> Example:
     return ex
 
 
-def sample_invariants(ex: Example, views: dict) -> list[str]:
+def sample_target_only_invariants(ex: Example, views: dict) -> list[str]:
     """Every emitted id is in [0, V); the path's tokens are its nodes' candidates; draft_probs changed
     only at (request, path node, a child's token), to the target's value there."""
     x = ex.inputs
@@ -372,8 +372,8 @@ def sample_invariants(ex: Example, views: dict) -> list[str]:
 
 
 @st.composite
-def sample_invalid(draw, ctx: DrawContext) -> Example:
-    ex = draw(sample_valid(ctx).filter(lambda e: len(e.inputs["candidates"]) > 0))
+def sample_target_only_invalid(draw, ctx: DrawContext) -> Example:
+    ex = draw(sample_target_only_valid(ctx).filter(lambda e: len(e.inputs["candidates"]) > 0))
     x = ex.inputs
     batch, n = x["candidates"].shape
     found = link_corruptions(ex)

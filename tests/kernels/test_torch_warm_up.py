@@ -19,7 +19,10 @@ from specverify.kernels.torch import layout
 from specverify.records import backends, registry
 from specverify.records.stage import DrawContext
 
-FAMILIES = ("eagle", "graph", "kv", "output", "rejection", "rejection_cdf", "scv", "stop", "tree", "tree_verify")
+# every Torch kernel module a record or a dialect names
+MODULES = sorted({source.partition(":")[0] for stage in registry.all_stages().values()
+                  for source in (*stage.impls.values(), *(s for d in stage.dialects.values() for s in d.impls.values()))
+                  if source.startswith("specverify.kernels.torch.")})
 STAGES = [s for _, s in sorted(registry.all_stages().items()) if not s.host and "torch" in s.impls]
 HOST_OPS = frozenset(("lift_fresh", "lift_fresh_copy", "_local_scalar_dense"))
 HOST_INPUT = {"output.spec_metadata"}   # its input is a host list: one copy of what it computes from it, by contract
@@ -45,8 +48,8 @@ def call(stage, example) -> list[str]:
     checked mode: they read values back on purpose)."""
     impl = backends.load(stage.impls["torch"])
     with contextlib.ExitStack() as patches:
-        for family in FAMILIES:
-            module = importlib.import_module(f"specverify.kernels.torch.{family}")
+        for name in MODULES:
+            module = importlib.import_module(name)
             patches.enter_context(mock.patch.object(module, "reads_values", lambda _: False))
         call_plan, arena = plan(stage, example)
         kwargs = Bound(call_plan, arena, "torch", "cpu").kwargs

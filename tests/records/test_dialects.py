@@ -28,7 +28,7 @@ from specverify.records.stage import DrawContext
 from specverify.runs import session, shard
 from specverify.runs.protocol import Outcome
 from specverify.runs.verdicts import Run
-from specverify.stages.rejection import approx_div_example, strict_example, strict_q0_example
+from specverify.stages.rejection import random_approx_div_worked, random_strict_q0_worked, random_strict_worked
 from specverify.strategies import rejection as draw
 
 RANDOM = registry.all_stages()["rejection.random"]
@@ -54,21 +54,21 @@ def verdict(target: Target, example) -> str:
 
 @pytest.mark.parametrize("backend", sorted(KERNELS))
 def test_strict_kernels_pass_strict_and_fail_the_record_on_a_tie(backend):
-    assert verdict(ours(backend, "random_strict", "strict"), strict_example()) == "passed"
-    assert "output_token_ids[0, 0]" in verdict(ours(backend, "random_strict"), strict_example())
+    assert verdict(ours(backend, "random_strict", "strict"), random_strict_worked()) == "passed"
+    assert "output_token_ids[0, 0]" in verdict(ours(backend, "random_strict"), random_strict_worked())
 
 
 @pytest.mark.parametrize("backend", sorted(KERNELS))
 def test_record_kernels_fail_strict_on_a_tie(backend):
-    assert verdict(ours(backend, "random"), strict_example()) == "passed"
-    assert "output_token_ids[0, 0]" in verdict(ours(backend, "random", "strict"), strict_example())
+    assert verdict(ours(backend, "random"), random_strict_worked()) == "passed"
+    assert "output_token_ids[0, 0]" in verdict(ours(backend, "random", "strict"), random_strict_worked())
 
 
 @pytest.mark.parametrize("backend", sorted(KERNELS))
 def test_strict_q0_kernels_accept_q_zero(backend):
-    assert verdict(ours(backend, "random_strict_q0", "strict_q0"), strict_q0_example()) == "passed"
-    assert "output_token_ids[0, 0]" in verdict(ours(backend, "random_strict", "strict_q0"), strict_q0_example())
-    assert "output_token_ids[0, 0]" in verdict(ours(backend, "random_strict_q0", "strict"), strict_q0_example())
+    assert verdict(ours(backend, "random_strict_q0", "strict_q0"), random_strict_q0_worked()) == "passed"
+    assert "output_token_ids[0, 0]" in verdict(ours(backend, "random_strict", "strict_q0"), random_strict_q0_worked())
+    assert "output_token_ids[0, 0]" in verdict(ours(backend, "random_strict_q0", "strict"), random_strict_q0_worked())
 
 
 def differs(first, second, example) -> bool:
@@ -111,11 +111,11 @@ def test_approx_div_uniforms_stay_off_the_band(example):
 
 
 def test_approx_div_example_sits_just_outside_the_band():
-    x = approx_div_example().inputs
+    x = random_approx_div_worked().inputs
     ratio = float(np.float32(0.5) / np.float32(0.625))
     above, below = x["uniform_probs"]
     assert below < ratio < above
-    out = oracle_outputs(dialects.judged(RANDOM, "approx_div"), approx_div_example())["output_token_ids"]
+    out = oracle_outputs(dialects.judged(RANDOM, "approx_div"), random_approx_div_worked())["output_token_ids"]
     assert out[0, 0] == 3 and out[1].tolist() == [1, 3]     # rejected; accepted, then the bonus
 
 
@@ -220,7 +220,7 @@ def test_the_approximate_kernel_differs_only_in_its_division():
     its worked examples (on CUDA only the division changes)."""
     from tests.approx_div_kernel import random as approximate
 
-    for example in (RANDOM.worked(), approx_div_example()):
+    for example in (RANDOM.worked(), random_approx_div_worked()):
         target = Target(RANDOM, BACKENDS["triton"], "cpu", "tests.approx_div_kernel:random", approximate)
         assert verdict(target, example) == "passed"
 
@@ -234,7 +234,7 @@ def test_a_corpus_case_inside_the_approximate_division_band_is_counted_not_repla
     verdict: the corpus check counts it apart; the record's rule still replays it."""
     from specverify.files import cases
 
-    example = approx_div_example()
+    example = random_approx_div_worked()
     x = example.inputs
     inside = x["uniform_probs"].copy()
     inside[0] = float(np.float32(x["target_probs"][0, x["draft_token_ids"][0]] /
@@ -296,7 +296,7 @@ def test_every_stage_dividing_p_by_q_has_approx_div_with_a_worked_example_outsid
     stages = registry.all_stages()
     having = sorted(name for name, stage in stages.items() if "approx_div" in stage.dialects)
     assert having == ["rejection.random", "rejection.sample", "rejection.sample_padded"]
-    above, below = approx_div_example().inputs["uniform_probs"]
+    above, below = random_approx_div_worked().inputs["uniform_probs"]
     for name in having[1:]:
         under = dialects.judged(stages[name], "approx_div")
         example = stages[name].dialects["approx_div"].worked()

@@ -101,7 +101,7 @@ def test_step_context_refuses_the_uniform_flag_on_ragged_queries():
 
 
 @settings(max_examples=30, deadline=None, database=None)
-@given(strategies.step_valid(DrawContext(small=True)))
+@given(strategies.step_context_valid(DrawContext(small=True)))
 def test_step_context_flag_never_changes_the_oracle(ex):
     if not ex.inputs["uniform_layout"]:
         return
@@ -122,7 +122,7 @@ SHARES = {  # request 0: 3 tokens on kv 10 (visible 8, 9, 10); request 1: a deco
 
 @pytest.mark.parametrize("dcp", sorted(SHARES), ids=lambda d: f"D{d[0]}r{d[1]}")
 def test_dsa_worked_example_every_rank(dcp):
-    out = outputs_everywhere(graph.DSA_INDEXER_METADATA, strategies.dsa_worked(*dcp))
+    out = outputs_everywhere(graph.DSA_INDEXER_METADATA, graph.dsa_indexer_metadata_worked(*dcp))
     assert out["indexer_kv_lens"][:4].tolist() == SHARES[dcp]
     assert out["expanded_block_table"][:4].tolist() == [[2, 5], [2, 5], [2, 5], [9, 0]]
     untouched = np.uint32(int.from_bytes(bytes([POISON_A]) * 4, "little")).view(np.int32)
@@ -146,7 +146,7 @@ def test_dsa_single_token_decode_equals_kv_seqlens():
 
 
 def test_dsa_hazard_kv_shorter_than_the_query_gives_zero_not_negative():
-    ex = replace(strategies.dsa_worked(2, 1), tier="hazard")
+    ex = replace(graph.dsa_indexer_metadata_worked(2, 1), tier="hazard")
     ex.inputs.update(kv_seqlens=np.array([1, 0], i32))        # visible: -1, 0, 1 and 0
     assert oracle_outputs(graph.DSA_INDEXER_METADATA, ex)["indexer_kv_lens"][:4].tolist() == [0, 0, 0, 0]
     ex.inputs.update(dcp_rank=0)

@@ -19,7 +19,7 @@ from specverify.records.stage import Buffer, Example, Layout
 from specverify.records.values import POISON_A
 from specverify.runs.session import verify_example as verify
 from specverify.stages import kv
-from specverify.strategies.kv import accept_worked, assign_worked, commit_worked
+from specverify.stages.kv import accept_out_cache_loc_worked, assign_req_to_token_worked, commit_draft_worked
 
 STAGE = kv.COMMIT_DRAFT
 
@@ -100,7 +100,7 @@ def test_float32_near_every_rounding_boundary(cache_dtype):
 
 
 def test_worked_example_by_hand():
-    out = cache_bytes(commit_worked())
+    out = cache_bytes(commit_draft_worked())
     key, value = out["key_cache"].reshape(4, 2), out["value_cache"].reshape(4, 2)
     assert key[3].tolist() == [0x30, 0x7E]     # 0.53125 -> 0.5 (a tie, to even); 500 saturates to 448
     assert value[3].tolist() == [0xA8, 0xF8]   # -0.265625 -> -0.25 (a tie, to even); -250 -> -256
@@ -172,7 +172,7 @@ def poison_of(dtype) -> int:
 
 
 def test_accept_worked_example_by_hand():
-    out = agreed(ACCEPT, accept_worked())["accepted_out_cache_loc"]
+    out = agreed(ACCEPT, accept_out_cache_loc_worked())["accepted_out_cache_loc"]
     assert out[:6].tolist() == [100, 103, 104, 106, 108, 109]
     assert out[6:].tolist() == [poison_of("int64")] * 6        # past the count: untouched
 
@@ -228,7 +228,7 @@ def test_a_kernel_writing_past_the_count_is_caught():
         kw["accepted_out_cache_loc"][kept:] = 0
 
     with pytest.raises(Failure, match="stray write"):
-        verify(Target(ACCEPT, BACKENDS["impl"], "cpu", "test", writes_the_tail), accept_worked())
+        verify(Target(ACCEPT, BACKENDS["impl"], "cpu", "test", writes_the_tail), accept_out_cache_loc_worked())
 
 
 # ---------------------------------------------------------------- kv.assign_req_to_token
@@ -242,7 +242,7 @@ def assignment(rows, starts, ends, loc, table_shape, layout=None) -> Example:
 
 
 def test_assign_worked_example_by_hand():
-    table = agreed(ASSIGN, assign_worked())["req_to_token"]
+    table = agreed(ASSIGN, assign_req_to_token_worked())["req_to_token"]
     want = np.zeros((4, 8), np.int32)
     want[2, 3:6], want[0, 0:2] = [50, 51, 52], [60, 61]
     assert table.tolist() == want.tolist()

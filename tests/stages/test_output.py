@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from specverify.judge.materialize import Bound, plan
-from specverify.kernels.host.output import SMALL
+from specverify.kernels.numpy.output import SMALL
 from specverify.records import backends, registry
 from specverify.records.backends import BACKENDS, Target
 from specverify.records.stage import Buffer, Example

@@ -10,7 +10,7 @@ import pytest
 
 from specverify import env
 from specverify.oracles import rejection_cdf as oracle
-from specverify.stages.rejection_cdf import CHAIN_CDF, cdf_call, chain_cdf_example, snapshot_example
+from specverify.stages.rejection_cdf import CHAIN_CDF, cdf_call, chain_cdf_snapshot_worked, chain_cdf_worked
 
 BACKENDS = ["oracle", "torch", "triton"]
 UNTOUCHED = -7
@@ -53,14 +53,14 @@ def expect(found: dict, predicts, accept_index, accept_token_num) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_worked_example(backend):
     """The tie at position 0 rejects and the residual's CDF gives 2; all accepted, the bonus from p_2 is 2."""
-    expect(run(backend, chain_cdf_example()), [2, None, None, 1, 2, 2], [[0, None, None], [3, 4, 5]], [0, 2])
+    expect(run(backend, chain_cdf_worked()), [2, None, None, 1, 2, 2], [[0, None, None], [3, 4, 5]], [0, 2])
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_snapshot_worked_example(backend):
-    found = run(backend, snapshot_example(), "snapshot")
+    found = run(backend, chain_cdf_snapshot_worked(), "snapshot")
     expect(found, [0, 2, 3, None], [[0, 1], [2, None]], [1, 0])
-    expect(run(backend, snapshot_example()), [0, None, 2, None], [[0, None], [2, None]], [0, 0])
+    expect(run(backend, chain_cdf_snapshot_worked()), [0, None, 2, None], [[0, None], [2, None]], [0, 0])
 
 
 def one(draft, p0, q0, bonus, u, u_final):
@@ -134,7 +134,7 @@ def test_the_bonus_row_is_summed_as_it_stands(backend):
 
 
 def test_an_id_below_minus_1_and_a_missing_column_are_refused():
-    ex = chain_cdf_example()
+    ex = chain_cdf_worked()
     bad = dict(ex.inputs, candidates=np.array([[7, -2, 2], [7, 1, 2]], np.int64))
     outs = {name: np.zeros(buf.shape, buf.dtype) for name, buf in ex.outputs.items()}
     with pytest.raises(ValueError, match="candidates"):

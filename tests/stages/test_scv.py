@@ -13,7 +13,8 @@ from specverify.records import backends
 from specverify.records.stage import Buffer, DrawContext, Example
 from specverify.runs.session import verify_example as verify
 from specverify.stages import scv
-from specverify.strategies.scv import acceptance_worked, adaptive_valid
+from specverify.stages.scv import acceptance_mask_worked
+from specverify.strategies.scv import adaptive_k_valid
 
 MASK, ADAPTIVE = scv.ACCEPTANCE_MASK, scv.ADAPTIVE_K
 
@@ -33,7 +34,7 @@ def controllers():
 # --- scv.acceptance_mask -------------------------------------------------------------------------------
 
 def test_worked_example():
-    out = outputs_everywhere(MASK, acceptance_worked())
+    out = outputs_everywhere(MASK, acceptance_mask_worked())
     assert out["accepted_mask"] == [True, True, False, True, False, False, False]
     assert out["num_accepted"] == [2, 1, 0]
 
@@ -96,7 +97,7 @@ def call(f, ex: Example, **changes):
 
 
 @settings(max_examples=150, deadline=None)
-@given(adaptive_valid(DrawContext()), st.data())
+@given(adaptive_k_valid(DrawContext()), st.data())
 def test_within_bounds_monotone_and_deterministic(ex, data):
     x = ex.inputs
     accepted = [int(a) for a in x["num_accepted_tokens"]]

@@ -13,7 +13,8 @@ from specverify.records import backends
 from specverify.records.stage import Buffer, DrawContext, Example
 from specverify.runs.session import verify_example as verify
 from specverify.stages import stop
-from specverify.strategies.stop import spec_stopping_valid, spec_stopping_worked
+from specverify.stages.stop import spec_stopping_worked
+from specverify.strategies.stop import spec_stopping_valid
 
 STAGE = stop.SPEC_STOPPING
 

@@ -53,7 +53,7 @@ def test_backends_present():
 
 
 def test_build_worked_example_qlen_only():
-    out = outputs(tree.BUILD, draw.build_worked())
+    out = outputs(tree.BUILD, tree.build_worked())
     assert out["positions"].tolist() == [10, 11, 11, 12, 12, 13]
     assert out["retrieve_index"].tolist() == [[0, 1, 2, 3, 4, 5]]
     assert out["retrieve_next_token"].tolist() == [[1, 3, -1, 5, -1, -1]]
@@ -62,14 +62,14 @@ def test_build_worked_example_qlen_only():
 
 
 def test_build_full_mask_leaves_the_prefix_untouched():
-    out = outputs(tree.BUILD, with_mode(draw.build_worked(), oracle.FULL_MASK))
+    out = outputs(tree.BUILD, with_mode(tree.build_worked(), oracle.FULL_MASK))
     mask = out["tree_mask"].view(np.uint8).reshape(6, 16)
     assert (mask[:, :10] == POISON_A).all()                 # the caller's prefix columns
     assert np.array_equal(mask[:, 10:], rows(QLEN_ROWS).astype(np.uint8))
 
 
 def test_build_bitpacked_rows_are_whole_bytes():
-    out = outputs(tree.BUILD, with_mode(draw.build_worked(), oracle.QLEN_ONLY_BITPACKING))
+    out = outputs(tree.BUILD, with_mode(tree.build_worked(), oracle.QLEN_ONLY_BITPACKING))
     # little endian: column j is bit j; the poison's other bits are gone (no OR into the old byte)
     assert out["tree_mask"].tolist() == [0b1, 0b11, 0b101, 0b1011, 0b10011, 0b101011]
 
@@ -162,14 +162,14 @@ def test_reconstruct_upstream_example():
 
 
 def test_reconstruct_forest_roots_are_not_siblings():
-    out = outputs(tree.RECONSTRUCT, draw.reconstruct_worked())
+    out = outputs(tree.RECONSTRUCT, tree.reconstruct_from_mask_worked())
     assert out["positions"].tolist() == [5, 6, 5, 7, 6, 6]
     assert out["retrieve_next_token"].tolist() == [[1, 3, 4, -1, -1, -1]]
     assert out["retrieve_next_sibling"].tolist() == [[-1, 5, -1, -1, -1, -1]]
 
 
 def test_reconstruct_ignores_the_diagonal_and_above():
-    base = draw.reconstruct_worked()
+    base = tree.reconstruct_from_mask_worked()
     noisy = base.inputs["tree_mask"].reshape(6, 6) | np.triu(np.ones((6, 6), bool))
     example = dataclasses.replace(base, inputs={**base.inputs, "tree_mask": noisy.reshape(-1)})
     assert all(np.array_equal(a, b) for a, b in zip(outputs(tree.RECONSTRUCT, example).values(),
@@ -177,7 +177,7 @@ def test_reconstruct_ignores_the_diagonal_and_above():
 
 
 def test_pack_worked_example_leaves_the_tail():
-    out = outputs(tree.PACK, draw.pack_worked())
+    out = outputs(tree.PACK, tree.pack_mask_worked())
     assert out["packed"].tolist() == [61, 243, 2, POISON_A]
 
 
@@ -206,17 +206,17 @@ def test_pack_long_segment_and_gap():
      "parent_list: shape must be [1, 5] (B = len(verified_seq_len), topk*(depth-1)+1), got [1, 4]"),
 ])
 def test_build_refusals(change, message):
-    x = draw.build_worked().inputs
+    x = tree.build_worked().inputs
     args = {**x, **change(x)}
     args["selected_index"] = np.asarray(args["selected_index"], np.int64)
-    out = {name: np.zeros(buf.shape, buf.dtype) for name, buf in draw.build_worked().outputs.items()}
+    out = {name: np.zeros(buf.shape, buf.dtype) for name, buf in tree.build_worked().outputs.items()}
     with pytest.raises(ValueError) as raised:
         oracle.build(**args, **out)
     assert str(raised.value) == message
 
 
 def test_pack_refuses_overlap_and_a_long_segment():
-    x = draw.pack_worked().inputs
+    x = tree.pack_mask_worked().inputs
     packed = np.zeros(4, np.uint8)
     with pytest.raises(ValueError, match=r"packed_indptr: request 1's 2 bytes overlap the next segment \(1 bytes"):
         oracle.pack_mask(**{**x, "packed_indptr": np.array([0, 1, 2], np.int32)}, packed=packed)

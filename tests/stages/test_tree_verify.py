@@ -50,14 +50,14 @@ def tree_example(candidates, next_token, next_sibling, predict, spec) -> Example
 
 
 def test_greedy_worked_example():
-    found = outputs_everywhere(GREEDY, records.greedy_example())
+    found = outputs_everywhere(GREEDY, records.verify_greedy_worked())
     assert found["predicts"] == [7, 5, None, None, None, None, 5, None, None, None, None, 0]
     assert found["accept_index"] == [0, 1, None, None, 6, 11, None, None]
     assert found["accept_token_num"] == [1, 1]
 
 
 def test_longest_path_worked_example():
-    found = outputs_everywhere(GREEDY, records.longest_example(), "longest_path")
+    found = outputs_everywhere(GREEDY, records.verify_greedy_longest_path_worked(), "longest_path")
     assert found["accept_index"][:4] == [0, 2, 4, 5] and found["accept_token_num"] == [3, 1]
     assert [found["predicts"][i] for i in (0, 2, 4, 5)] == [7, 5, 3, 6]
 
@@ -119,14 +119,14 @@ def sample_case(tokens, next_token, next_sibling, rows, coins, final, spec, sing
 
 
 def test_sample_worked_example():
-    found = outputs_everywhere(SAMPLE, records.sample_example())
+    found = outputs_everywhere(SAMPLE, records.sample_target_only_worked())
     assert found["predicts"] == [3, None, None, None, 1, None, 1, None]
     assert found["accept_index"] == [0, None, None, 4, 6, None] and found["accept_token_num"] == [0, 1]
     assert found["draft_probs"][:, 0].tolist() == [[0, .25, .5, 0], [0, 0, .5, 0]]
 
 
 def test_le_worked_example():
-    found = outputs_everywhere(SAMPLE, records.le_example(), "le")
+    found = outputs_everywhere(SAMPLE, records.sample_target_only_le_worked(), "le")
     assert found["predicts"][4:] == [2, 0, None, 0] and found["accept_index"][3:] == [4, 5, 7]
 
 

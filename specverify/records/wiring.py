@@ -1,0 +1,109 @@
+"""Records wired from one naming scheme.
+
+Stage `family.name` lives in one module name `module` (the family's, or the one module of a family split in two:
+`tree_verify` holds `tree.verify_*`, `rejection_cdf` holds `rejection.chain_cdf`), the same in every place:
+
+| piece | where |
+| --- | --- |
+| oracle | `specverify.oracles.<module>:<name>` |
+| kernels | `specverify.kernels.<backend>.<module>:<name>`, backends torch and triton (numpy for a host stage) |
+| strategies | `specverify.strategies.<module>`: `<name>_valid`, `_hazard`, `_invalid`, `_invariants`, `_table` (rows) |
+| worked example | `specverify.stages.<module>:<name>_worked`, beside the record |
+
+`wired` builds the record from them. A field given to it overrides its piece (None: the stage has none), and a
+piece the scheme names that does not exist is a `WiringError` naming the stage and the piece, raised when the
+record's module is imported. `sources_exist` checks a record's `module:function` sources without importing them.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import sys
+from functools import lru_cache
+from typing import Any
+
+from specverify.records.stage import Stage
+
+DEVICE_BACKENDS = ("torch", "triton")
+HOST_BACKENDS = ("numpy",)
+STRATEGY_PIECES = {"valid": "valid", "hazard": "hazard", "invalid": "invalid", "invariants": "invariants",
+                   "rows": "table"}   # record field -> suffix of its strategy
+
+
+class WiringError(LookupError):
+    """A record's piece that its naming scheme names is missing."""
+
+
+def kernels(module: str, function: str, backends: tuple[str, ...] = DEVICE_BACKENDS) -> dict[str, str]:
+    """`Stage.impls`: `function` in `module` of each backend's kernels."""
+    return {backend: f"specverify.kernels.{backend}.{module}:{function}" for backend in backends}
+
+
+def wired(name: str, *, module: str | None = None, **fields: Any) -> Stage:
+    """The record of stage `name` ("family.stage") with every piece the scheme names found in `module` (default:
+    the family) and the rest of its fields as given; a given field overrides its piece."""
+    family, stage = name.split(".", 1)
+    module = module or family
+    where = f"stage {name} (module {module})"
+    found: dict[str, Any] = {}
+    if "oracle" not in fields:
+        found["oracle"] = _attribute(f"specverify.oracles.{module}", stage, where, "oracle")
+    strategies = f"specverify.strategies.{module}"
+    for record_field, suffix in STRATEGY_PIECES.items():
+        if record_field not in fields:
+            found[record_field] = _attribute(strategies, f"{stage}_{suffix}", where, f"{suffix} strategy")
+    if "worked" not in fields:
+        found["worked"] = _attribute(f"specverify.stages.{module}", f"{stage}_worked", where, "worked example")
+    if "impls" not in fields:
+        found["impls"] = kernels(module, stage, HOST_BACKENDS if fields.get("host") else DEVICE_BACKENDS)
+    record = Stage(name=name, **found, **fields)
+    missing = [f"{backend} kernel {source}" for backend, source in record.impls.items() if not sources_exist(source)]
+    if missing:
+        raise WiringError(f"{where}: no {missing[0]}")
+    return record
+
+
+def _attribute(module_name: str, attribute: str, where: str, piece: str) -> Any:
+    # the record's own module is still being imported: what it defined above the record is there already
+    module = sys.modules.get(module_name) or _import(module_name, where, piece)
+    if not hasattr(module, attribute):
+        raise WiringError(f"{where}: no {piece} {module_name}:{attribute}")
+    return getattr(module, attribute)
+
+
+def _import(module_name: str, where: str, piece: str):
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        raise WiringError(f"{where}: no {piece} module {module_name}") from e
+
+
+def sources_exist(source: str) -> bool:
+    """Whether "module:function" names a top-level function or assignment of an existing module; read from its
+    source (a kernel module imports torch or triton), or from the module where it is loaded already."""
+    module_name, _, attribute = source.partition(":")
+    if module_name in sys.modules:
+        return hasattr(sys.modules[module_name], attribute)
+    return attribute in _top_level_names(module_name)
+
+
+@lru_cache(maxsize=None)
+def _top_level_names(module_name: str) -> frozenset[str]:
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except ModuleNotFoundError:
+        return frozenset()
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return frozenset()
+    with open(spec.origin, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.ImportFrom):
+            names.update(a.asname or a.name for a in node.names)
+    return frozenset(names)
