@@ -285,10 +285,7 @@ def parse(stage: Stage, declared: object, where: str) -> Domain:
     prefix = f"{where}: {stage.name}"
     if not isinstance(declared, dict):
         raise DomainError(f"{prefix}: the domain must be a table, not {type(declared).__name__}")
-    unknown = sorted(set(declared) - set(TOP_KEYS))
-    if unknown:
-        raise DomainError(f"{prefix}: unknown domain key {unknown[0]!r} (known: {', '.join(TOP_KEYS)})"
-                          f"{did_you_mean(unknown[0], TOP_KEYS)}")
+    only_known_keys(prefix, declared, TOP_KEYS, "domain key")
     allowed = declarable(stage)
     found: list[Restriction] = []
     fields = declared.get("fields", {})
@@ -345,10 +342,7 @@ def value_restriction(prefix: str, choices: dict[str, tuple], name: str, entry: 
                           f"restrict ({', '.join(choices) or 'none'}){did_you_mean(name, list(choices))}")
     if not isinstance(entry, dict):
         raise DomainError(f"{where} must be a table (in, reason)")
-    unknown = sorted(set(entry) - set(VALUES_KEYS))
-    if unknown:
-        raise DomainError(f"{where}: unknown key {unknown[0]!r} (known: in, reason)"
-                          f"{did_you_mean(unknown[0], VALUES_KEYS)}")
+    only_known_keys(where, entry, VALUES_KEYS)
     reason = need_reason(where, entry.get("reason"))
     return Restriction("values", name, proper_subset(f"{where}: 'in'", choices[name], entry.get("in"), int), reason)
 
@@ -358,10 +352,7 @@ def field_restrictions(prefix: str, fields: dict, name: str, entry: object) -> l
         raise DomainError(f"{prefix}: the record has no field {name!r} (fields: {', '.join(fields)})")
     if not isinstance(entry, dict):
         raise DomainError(f"{prefix}: domain.fields.{name} must be a table (layout, dtypes, given, reason)")
-    unknown = sorted(set(entry) - FIELD_KEYS)
-    if unknown:
-        raise DomainError(f"{prefix}: domain.fields.{name}: unknown key {unknown[0]!r} "
-                          f"(known: {', '.join(sorted(FIELD_KEYS))})")
+    only_known_keys(f"{prefix}: domain.fields.{name}", entry, sorted(FIELD_KEYS))
     reason = need_reason(f"{prefix}: domain.fields.{name}", entry.get("reason"))
     record, found = fields[name], []
     if "layout" in entry:
@@ -412,6 +403,14 @@ def proper_subset(where: str, record: tuple, declared: object, kind: type) -> tu
         raise DomainError(f"{where}: {', '.join(str(v) for v in record)} are every one the contract allows: "
                           f"they restrict nothing")
     return tuple(v for v in record if v in declared)
+
+
+def only_known_keys(where: str, table: dict, known, what: str = "key") -> None:
+    """DomainError naming the first key of `table` that is not in `known` (with "did you mean")."""
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise DomainError(f"{where}: unknown {what} {unknown[0]!r} (known: {', '.join(known)})"
+                          f"{did_you_mean(unknown[0], list(known))}")
 
 
 def need_reason(where: str, reason: object) -> str:
@@ -471,10 +470,7 @@ def declared(target: Target, entry: dict, where: str) -> Target:
     """`target` with the declaration `entry` ({"domain", "dialect", "validates", "interpreted"}; "impl" is
     read by the caller) applied: its Domain (None when it declares neither a domain nor validation), its
     dialect, and `interpreted = true` (its kernels run in Triton's interpreter: it is drawn small shapes)."""
-    unknown = sorted(set(entry) - set(DECLARATION_KEYS))
-    if unknown:
-        raise DomainError(f"{where}: {target.stage.name}: unknown key {unknown[0]!r} "
-                          f"(known: {', '.join(DECLARATION_KEYS)}){did_you_mean(unknown[0], DECLARATION_KEYS)}")
+    only_known_keys(f"{where}: {target.stage.name}", entry, DECLARATION_KEYS)
     dialect, validates = entry.get("dialect", ""), entry.get("validates", False)
     interpreted = entry.get("interpreted", False)
     if not isinstance(interpreted, bool):
