@@ -121,11 +121,15 @@ def greedy_invalid(draw, ctx: DrawContext) -> Example:
     return draw(one_invalid(found))
 
 
-def greedy_table(ex: Example):
-    x = ex.inputs
-    return request_rows(x["cu_num_draft_tokens"],
-                        per_token={"draft_token_ids": x["draft_token_ids"], "target_argmax": x["target_argmax"]},
+def draft_rows(x: dict, **per_token) -> tuple[list[str], list[list]]:
+    """The row table of a chain of drafts: per token its draft id and `per_token`, per request its greedy
+    flag and bonus."""
+    return request_rows(x["cu_num_draft_tokens"], per_token={"draft_token_ids": x["draft_token_ids"], **per_token},
                         per_request={"is_greedy": x["is_greedy"], "bonus": x["bonus_token_ids"]})
+
+
+def greedy_table(ex: Example):
+    return draft_rows(ex.inputs, target_argmax=ex.inputs["target_argmax"])
 
 
 # --- probability-reading stages: shared pieces -------------------------------------------------------
@@ -599,11 +603,7 @@ def random_invalid(draw, ctx: DrawContext) -> Example:
 
 
 def random_table(ex: Example):
-    x = ex.inputs
-    return request_rows(x["cu_num_draft_tokens"],
-                        per_token={"draft_token_ids": x["draft_token_ids"],
-                                   "recovered": x["recovered_token_ids"], "uniform": x["uniform_probs"]},
-                        per_request={"is_greedy": x["is_greedy"], "bonus": x["bonus_token_ids"]})
+    return draft_rows(ex.inputs, recovered=ex.inputs["recovered_token_ids"], uniform=ex.inputs["uniform_probs"])
 
 
 # --- rejection.expand --------------------------------------------------------------------------------
@@ -717,11 +717,7 @@ def sample_invalid(draw, ctx: DrawContext) -> Example:
 
 
 def sample_table(ex: Example):
-    x = ex.inputs
-    return request_rows(x["cu_num_draft_tokens"],
-                        per_token={"draft_token_ids": x["draft_token_ids"],
-                                   "target_argmax": first_max_rows(x["target_probs"])},
-                        per_request={"is_greedy": x["is_greedy"], "bonus": x["bonus_token_ids"]})
+    return draft_rows(ex.inputs, target_argmax=first_max_rows(ex.inputs["target_probs"]))
 
 
 # --- padded layout: rejection.greedy_padded, rejection.sample_padded -------------------------------------

@@ -115,7 +115,7 @@ def test_step_slot_mapping_one_position_past_the_table():
 def test_verify_and_prepare_worked_example():
     # row 0 rejects its second draft, row 1 takes its bonus, row 2 (no drafts) is discarded, row 3 is
     # not greedy (its row kept as the caller left it), row 4 is past num_reqs
-    out = outputs_everywhere(eagle.VERIFY_AND_PREPARE_PADDED, eagle.verify_prepare_example())
+    out = outputs_everywhere(eagle.VERIFY_AND_PREPARE_PADDED, eagle.verify_and_prepare_padded_worked())
     assert out["output_token_ids"].tolist() == [[5, 9, -1], [3, 4, 12], [13, -1, -1], [7, -1, -1], [15, -1, -1]]
     assert out["next_token_ids"].tolist() == [9, 12, 42, 7, 15]
     assert out["valid_sampled_tokens_count"].tolist() == [2, 3, 0, 1, 1]
