@@ -1,7 +1,7 @@
 """Records wired from one naming scheme.
 
 Stage `family.name` lives in one module name `module` (the family's, or the one module of a family split in two:
-`tree_verify` holds `tree.verify_*`, `rejection_cdf` holds `rejection.chain_cdf`), the same in every place:
+`rejection_cdf` holds `rejection.chain_cdf`), the same in every place:
 
 | piece | where |
 | --- | --- |

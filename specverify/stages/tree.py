@@ -1,17 +1,24 @@
-"""Stage records of the `tree` family: the draft token tree's indices and masks (EAGLE top-k trees).
+"""Stage records of the `tree` family: the draft token tree's indices and masks (EAGLE top-k trees) and its
+verification (`tree.verify_greedy` with its `longest_path` dialect, `tree.sample_target_only` with its `le`
+dialect).
 
 Where the sources are silent (see `specverify.oracles.tree`): `tree.build` takes N as a scalar and
 checks every shape against it; lengths are in [0, 2**62); FULL_MASK writes only the tree blocks;
-`tree.pack_mask` allows a leading gap before the first output segment.
+`tree.pack_mask` allows a leading gap before the first output segment. For verification, the links must
+form a forest (a node linked to twice is refused like a cycle); a candidate that is not a token id never
+matches and is never read from; `longest_path` takes the first of the deepest matching paths in preorder
+(child lists in list order), capped at S - 1 levels.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from specverify.oracles import tree as oracle
-from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O
-from specverify.records.wiring import wired
+from specverify.records import bench_inputs as bench
+from specverify.records.stage import BENCH_SPEC, Buffer, Dialect, Example, I, O
+from specverify.records.wiring import kernels, wired
 from specverify.strategies import tree as draw
+from specverify.strategies.tree_shapes import depths, links, parents
 
 BENCH_TOPK, BENCH_DEPTH = 4, 3      # SGLang's EAGLE defaults: 4 beams, 3 steps
 
@@ -209,4 +216,249 @@ PACK = wired(
     bench=pack_bench,
 )
 
-STAGES = (BUILD, RECONSTRUCT, PACK)
+
+# ---------------------------------------------------------------- tree verification: shared pieces
+
+f32, i64 = np.float32, np.int64
+
+TREE_FIELDS = (
+    I("candidates", "int64", "B, N", doc="the token of each node (column 0: the root's); any value, -1 included"),
+    I("retrieve_index", "int64", "B, N", doc="each node's flat slot in [0, B*N): where its outputs go"),
+    I("retrieve_next_token", "int64", "B, N", doc="each node's first child, -1: none"),
+    I("retrieve_next_sibling", "int64", "B, N", doc="the next node of the same child list, -1: the list ends"),
+)
+RESULT_FIELDS = (
+    O("predicts", "int32", "B*N",
+      doc="the token emitted after each path node, at that node's slot; other slots untouched"),
+    O("accept_index", "int32", "B, S", doc="[b, 0..n]: the slots of the path, root first; later columns untouched"),
+    O("accept_token_num", "int32", "B", doc="n: the drafts accepted in each request (0 .. S-1)"),
+)
+LINKS_RULE = """\
+Links: node i's children are retrieve_next_token[b, i], then retrieve_next_sibling of that node, and so
+on until -1, in that order (node numbers need not ascend). The links must form a forest: values in
+[-1, N), no node the target of two links, no walk along them that returns to a node. The root's own
+sibling link is never followed."""
+TREE_INVALID = ("One rule broken: a link outside [-1, N), a cycle of links, a node linked to twice, a slot "
+                "outside [0, B*N), S = 0, a wrong dtype or a predicts buffer of the wrong length")
+TREE_VALID = ("Trees of these shapes: k-ary, irregular, star, chain, depth 1, root only and padded "
+              "(unused nodes, detached trees, one hung on the root's sibling link); child lists ascending, "
+              "descending or shuffled; nodes renumbered; N from 1 to 100, non-powers of two around the tile "
+              "edges; B from 0 (up to 64); S equal to the depth + 1, 1, 2 or beyond the depth.")
+
+
+def verify_greedy_worked() -> Example:
+    """Request 0: two siblings carry the predicted 7; the first (node 1) wins although node 2's subtree
+    would match two more levels. Request 1: a star whose last sibling matches."""
+    return Example("valid", inputs={
+        "candidates": np.array([[9, 7, 7, 4, 5, 3], [2, 1, 2, 3, 4, 5]], i64),
+        "retrieve_index": np.arange(12, dtype=i64).reshape(2, 6),
+        "retrieve_next_token": np.array([[1, 3, 4, -1, 5, -1], [1, -1, -1, -1, -1, -1]], i64),
+        "retrieve_next_sibling": np.array([[-1, 2, -1, -1, -1, -1], [-1, 2, 3, 4, 5, -1]], i64),
+        "target_predict": np.array([[7, 5, 5, 1, 3, 6], [5, 0, 0, 0, 0, 0]], i64),
+    }, outputs=draw.outputs(2, 6, 4))
+
+
+def bench_tree(batch: int, rng: np.random.Generator) -> dict:
+    """An irregular tree of N = BENCH_SPEC nodes per request (ascending lists): the root and BENCH_SPEC - 1
+    drafts, so a per-node table has BENCH_SPEC rows per request, as the chain stages' tables have."""
+    n = BENCH_SPEC
+    token, sibling, parent = (np.zeros((batch, n), i64) for _ in range(3))
+    for b in range(batch):
+        parent[b] = parents("irregular", n, rng, 2)
+        token[b], sibling[b] = links(parent[b], "ascending", rng)
+    return {"retrieve_index": np.arange(batch * n, dtype=i64).reshape(batch, n), "retrieve_next_token": token,
+            "retrieve_next_sibling": sibling, "parent": parent, "spec": int(max(depths(p).max() for p in parent)) + 1
+            if batch else 1}
+
+
+def greedy_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: `bench_tree`'s trees; each draft carries its parent's prediction with probability 0.7
+    (else another id in [0, V))."""
+    tree = bench_tree(batch, rng)
+    n = BENCH_SPEC
+    predict = rng.integers(0, vocab, (batch, n)).astype(i64)
+    parent_predict = np.take_along_axis(predict, np.maximum(tree["parent"], 0), 1)
+    other = (parent_predict + rng.integers(1, max(vocab, 2), (batch, n))) % max(vocab, 2)
+    candidates = np.where(rng.random((batch, n)) < 0.7, parent_predict, other).astype(i64)
+    return Example("valid", inputs={
+        "candidates": candidates, "retrieve_index": tree["retrieve_index"],
+        "retrieve_next_token": tree["retrieve_next_token"], "retrieve_next_sibling": tree["retrieve_next_sibling"],
+        "target_predict": predict}, outputs=draw.outputs(batch, n, tree["spec"]))
+
+
+GREEDY_SEMANTICS = f"""\
+{LINKS_RULE}
+
+Per request b, with pred(x) = target_predict[x // N, x % N] (read by flat slot): the path starts at
+the root, node 0. At most S - 1 times: among the children of the path's last node, in list order, take
+the first whose candidate equals pred(retrieve_index[b, last]); none: stop. The walk never goes back
+to try a later sibling. With the path's nodes v_0 = 0, ..., v_n: accept_index[b, k] =
+retrieve_index[b, v_k] and predicts[retrieve_index[b, v_k]] = pred(retrieve_index[b, v_k]) for
+k = 0..n (the last is the bonus token), accept_token_num[b] = n. A candidate that is no prediction
+(-1, negative, >= 2**31) never matches. Nothing else is written: other predicts slots, accept_index[b,
+n+1..] and all inputs stay as they were.
+
+Invalid: {TREE_INVALID}, target_predict outside [0, 2**31)."""
+
+LONGEST_RULE = """\
+- the accepted path is a deepest one among the root paths whose every step matches (a child whose
+  candidate is pred at its parent's slot), its depth capped at S - 1; of several equally deep, the one
+  that comes first in preorder, each child list in list order (the first root-to-leaf path of that
+  matched length when root-to-leaf paths are listed depth first, a strictly longer one replacing the
+  best: TensorRT-LLM's static-tree rule). Outputs are written as by the record's rule."""
+
+
+def verify_greedy_longest_path_worked() -> Example:
+    """The record's example under the longest-path rule: request 0 takes 0-2-4-5 (3 accepted)."""
+    return verify_greedy_worked()
+
+
+VERIFY_GREEDY = wired(
+    name="tree.verify_greedy",
+    doc="greedy tree verification: descend through the first child carrying the target's prediction",
+    inputs=TREE_FIELDS + (
+        I("target_predict", "int64", "B, N",
+          doc="the target's argmax after each node, read by flat slot; in [0, 2**31)"),),
+    outputs=RESULT_FIELDS,
+    rows=draw.tree_table,
+    launches={"triton": 1, "torch": 700},   # longest_path marks ancestors one level per round
+    bench=greedy_bench,
+    semantics=GREEDY_SEMANTICS,
+    tiers={
+        "valid": TREE_VALID + " Candidates carry their parent's prediction at rates from 0.3 to 1 (so "
+                 "matching siblings, duplicates, are common), else another id, -1, -5 or the prediction "
+                 "+ 2**32 (equal once truncated to int32); predictions small, wide or just below 2**31; "
+                 "retrieve_index[b, i] = b*N + i.",
+        "hazard": "Valid draws with retrieve_index a random permutation of the B*N slots. Checked: each "
+                  "request's outputs are one matching root path (n in [0, S-1], its slots, the prediction "
+                  "at each, the tail untouched).",
+        "invalid": TREE_INVALID + ", a prediction of -1 or 2**31.",
+    },
+    dialects={"longest_path": Dialect(
+        doc="TensorRT-LLM's static-tree rule: the longest matching root path, the first in preorder among equals",
+        rule=LONGEST_RULE, words="longest matching path", oracle=oracle.verify_longest_path,
+        worked=verify_greedy_longest_path_worked,
+        impls=kernels("tree", "verify_longest_path"))},
+)
+
+
+# ---------------------------------------------------------------- tree.sample_target_only
+
+TARGET_ROWS = np.array([[.125, .25, .5, .125], [.5, .25, .125, .125], [.25, .25, .25, .25],
+                        [.375, .125, .25, .25]], f32)
+
+
+def sample_target_only_worked() -> Example:
+    """Tree 0 -> {1, 2}, 1 -> {3}, tokens [9, 2, 1, 0], both requests. Request 0 rejects both children
+    (coin .875 against masses .5 and .75) and picks 3 from the residual; request 1 rejects node 1 at a
+    tie (coin .5 == mass .5), accepts node 2 and, node 2 being a leaf, picks 1 from its row."""
+    return Example("valid", inputs={
+        "candidates": np.array([[9, 2, 1, 0]] * 2, i64), "retrieve_index": np.arange(8, dtype=i64).reshape(2, 4),
+        "retrieve_next_token": np.array([[1, 3, -1, -1]] * 2, i64),
+        "retrieve_next_sibling": np.array([[-1, 2, -1, -1]] * 2, i64),
+        "uniform_samples": np.array([[.875, .5, .5, .5], [.5, .25, .75, .5]], f32),
+        "uniform_final": np.array([.5, .25], f32), "target_probs": np.stack([TARGET_ROWS, TARGET_ROWS]),
+        "draft_probs": np.zeros((2, 4, 4), f32), "threshold_single": 1.0, "threshold_acc": 1.0,
+    }, outputs=draw.outputs(2, 4, 3))
+
+
+def sample_target_only_le_worked() -> Example:
+    """The record's example under `le`: request 1's tie accepts node 1, then node 3 (coin .25 < .5),
+    and the bonus comes from node 3's row: 0."""
+    return sample_target_only_worked()
+
+
+def sample_bench(batch: int, vocab: int, rng: np.random.Generator) -> Example:
+    """Bench: `bench_tree`'s trees; target rows a softmax of N(0, 3^2) logits floored to the 2**-16
+    grid, what flooring lost added to the top token (each row sums to 1 exactly); each draft drawn from
+    its parent's row; zero draft_probs; thresholds (1, 1)."""
+    tree = bench_tree(batch, rng)
+    n = BENCH_SPEC
+    logits = rng.standard_normal((batch, n, vocab)) * 3
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs = bench.on_grid(probs / probs.sum(-1, keepdims=True))
+    parent_rows = probs[np.arange(batch)[:, None], np.maximum(tree["parent"], 0)]
+    cdf = np.cumsum(parent_rows.astype(np.float64), -1)
+    candidates = np.minimum((cdf < rng.random((batch, n, 1)) * cdf[..., -1:]).sum(-1), vocab - 1).astype(i64)
+    return Example("valid", inputs={
+        "candidates": candidates, "retrieve_index": tree["retrieve_index"],
+        "retrieve_next_token": tree["retrieve_next_token"], "retrieve_next_sibling": tree["retrieve_next_sibling"],
+        "uniform_samples": (rng.integers(0, 256, (batch, n)) * draw.COARSE).astype(f32),
+        "uniform_final": (rng.integers(0, 256, batch) * draw.COARSE).astype(f32), "target_probs": probs,
+        "draft_probs": np.zeros_like(probs), "threshold_single": 1.0, "threshold_acc": 1.0,
+    }, outputs=draw.outputs(batch, n, tree["spec"]))
+
+
+SAMPLE_SEMANTICS = f"""\
+{LINKS_RULE}
+
+Per request b, with acc = max(f32(threshold_acc), 1e-9) and single = f32(threshold_single): the path
+starts at the root (node 0). While it has fewer than S nodes, with r its last node, coin =
+uniform_samples[b, r] (indexed by node, not by depth) and mass = 0 (f32), the children of r are tried
+in list order. A child c whose candidate x is not in [0, V) is rejected unread. Otherwise p =
+target_probs[b, r, x], mass = f32(mass + p), and c is accepted iff p > 0 and (coin < f32(mass / acc),
+one IEEE division, or p >= single): c joins the path and predicts[retrieve_index[b, r]] = x. A rejected
+child writes draft_probs[b, r, x] = p. If no child is accepted the walk ends.
+
+Then accept_token_num[b] = n (the path's nodes minus one) and, with r the path's last node, the
+residual res = target_probs[b, r] when n = S - 1, else the clamp at 0 of
+f32(target_probs[b, r] - draft_probs[b, r]) (draft_probs after this call's writes). t = f32(uniform_final[b] * sum(res)); the bonus is the lowest
+v with res[v] > 0 whose running sum is > t, else the largest v with res[v] > 0, else V - 1, written to
+predicts[retrieve_index[b, r]]. accept_index[b, k] = the slot of the path's node k, k = 0..n.
+
+Ties: coin == mass / acc rejects, p == single accepts, t equal to a running sum moves on to the next
+positive entry. Duplicate tokens among siblings each add their p to the mass. Untouched: every other
+predicts slot, accept_index[b, n+1..], every draft_probs cell but the rejected children's, all other
+inputs.
+
+Invalid: {TREE_INVALID}, S > N, a threshold outside [0, 1], shapes that disagree (uniform_samples
+[B, N], uniform_final [B], target_probs and draft_probs [B, N, V]), float64 uniforms."""
+
+LE_RULE = """\
+- a child with candidate x in [0, V) is accepted iff coin <= f32(mass / acc) or p >= single: a coin
+  equal to the mass accepts, and there is no p > 0 test (a zero-mass child is accepted when the coin is
+  0, or at once when threshold_single is 0). Everything else is the record's rule (sgl-kernel before
+  its fix of the tie and zero-mass rule, and the Triton port of that era)."""
+
+
+SAMPLE_TARGET_ONLY = wired(
+    name="tree.sample_target_only",
+    doc="tree rejection sampling against the target: siblings share one coin, the bonus from the residual by CDF",
+    inputs=TREE_FIELDS + (
+        I("uniform_samples", "float32", "B, N", strided=True,
+          doc="the coin for the children of each node, indexed by node"),
+        I("uniform_final", "float32", "B", doc="the uniform the bonus pick uses"),
+        I("target_probs", "float32", "B, N, V", strided=True, doc="the target's distribution after each node"),
+        I("draft_probs", "float32", "B, N, V", strided=True, inout=True,
+          doc="mass removed from each node's row; rejected children's cells written (zero on entry in use)"),
+        I("threshold_single", "float", doc="accept a child whose p reaches it; in [0, 1] (1: lossless)"),
+        I("threshold_acc", "float", doc="the running mass is divided by max(it, 1e-9); in [0, 1] (1: lossless)"),
+    ),
+    outputs=RESULT_FIELDS,
+    rows=draw.tree_table,
+    launches={"triton": 1, "torch": 300},
+    bench=sample_bench,
+    classes={"oov_candidates": ("candidates", "oov")},
+    semantics=SAMPLE_SEMANTICS,
+    tiers={
+        "valid": TREE_VALID + " S <= N. V from 1 to 8193; target rows on the 2**-16 (or 2**-8) grid with "
+                 "sums <= 1 and 0, 50 or 90 % zeros; draft_probs zero on entry or holding grid values; "
+                 "candidates drawn from the parent's row, uniform, duplicated from a sibling, -1 or out of "
+                 "the vocabulary; thresholds (1, 1), (0, 0) and others, threshold_single often equal to a "
+                 "probability present; coins on the 2**-8 grid or equal to a sibling's exact mass / acc "
+                 "(ties); uniform_final on the 2**-8 grid; strided uniforms and tables.",
+        "hazard": "General float rows (normalised or not) and uniforms, with NaN, inf, negative cells or "
+                  "all-zero rows planted. Checked: one root path per request, its tokens the path nodes' "
+                  "candidates, the bonus in [0, V), the tail untouched, draft_probs changed only at a "
+                  "child's token of a path node, to the target's value there.",
+        "invalid": TREE_INVALID + ", S = N + 1, thresholds 1.5 and -0.25, uniform_final of B + 1, "
+                   "float64 uniforms, draft_probs of V = 0.",
+    },
+    dialects={"le": Dialect(
+        doc="the older acceptance test: coin <= mass / acc (ties accept), no p > 0 test",
+        rule=LE_RULE, words="ties accept: coin <= mass / acc", oracle=oracle.sample_target_only_le,
+        worked=sample_target_only_le_worked,
+        impls=kernels("tree", "sample_target_only_le"))},
+)
+
+STAGES = (BUILD, RECONSTRUCT, PACK, VERIFY_GREEDY, SAMPLE_TARGET_ONLY)

@@ -261,7 +261,7 @@ def test_a_corpus_case_inside_the_approximate_division_band_is_counted_not_repla
 
 @pytest.mark.parametrize("stage,impl,rule", [
     ("rejection.random", "specverify.kernels.torch.rejection:random_strict", "strict"),
-    ("tree.verify_greedy", "specverify.kernels.torch.tree_verify:verify_longest_path", "longest_path")])
+    ("tree.verify_greedy", "specverify.kernels.torch.tree:verify_longest_path", "longest_path")])
 def test_a_failing_outside_kernel_is_told_which_dialect_it_may_follow(tmp_path, capsys, stage, impl, rule):
     report = tmp_path / "r.json"
     status = main(["check", "--stage", stage, "--impl", impl, "--device", "cpu", "--check", "valid",

@@ -33,8 +33,8 @@ import numpy as np
 import pytest
 import torch
 
-from specverify.kernels.torch import tree_verify as kernel
-from specverify.oracles import tree_verify as oracle
+from specverify.kernels.torch import tree as kernel
+from specverify.oracles import tree as oracle
 from specverify.strategies.tree_shapes import links
 from tests.goodness_of_fit import histogram_fit
 

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from specverify.judge.harness import oracle_outputs
-from specverify.oracles import tree_verify as oracle
+from specverify.oracles import tree as oracle
 from specverify.records import backends, dialects
 from specverify.records.stage import Example
 from specverify.records.values import POISON_A, filled
 from specverify.runs.session import verify_example as verify
-from specverify.stages import tree_verify as records
-from specverify.strategies import tree_verify as draw
+from specverify.stages import tree as records
+from specverify.strategies import tree as draw
 from specverify.strategies.tree_shapes import SHAPES, depths, links, parents
 
 GREEDY, SAMPLE = records.VERIFY_GREEDY, records.SAMPLE_TARGET_ONLY
