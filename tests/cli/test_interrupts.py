@@ -38,10 +38,12 @@ def processes_marked(mark: str) -> list[int]:
     return found
 
 
-def interrupted_at(moment: tuple[str, float], argv: list[str], tmp_path: Path, number=signal.SIGINT) -> dict:
+def interrupted_at(moment: tuple[str, float], argv: list[str], tmp_path: Path, number=signal.SIGINT,
+                   again: bool = True) -> dict:
     """Start `specverify ARGV --report r.json`, send the signal at `moment` (`delay` seconds after the first
     output line that holds `after`; "" for the start), and check what an interrupted run promises; returns its
-    report."""
+    report. A run that ends too slowly is started once more at the same moment (`again`): only a second slow
+    end fails, so a stall of the shared machine (CI runs two tests at a time) is not taken for the run's."""
     after, delay = moment
     mark = f"{os.getpid()}-{after}-{delay}-{number}"
     report = tmp_path / f"r-{delay}.json"
@@ -65,7 +67,7 @@ def interrupted_at(moment: tuple[str, float], argv: list[str], tmp_path: Path, n
     reader.join(10)
     out, name = "".join(lines), signal.Signals(number).name
     assert run.returncode == 1, out[-3000:]
-    assert took < PROMPT + SLACK, f"{took:.2f} s after {name} at {moment}"
+    assert took < PROMPT + SLACK or again, f"{took:.2f} s after {name} at {moment}, twice"
     assert "Traceback" not in out and "Exception ignored" not in out, out[-3000:]
     assert lines and f"interrupted by {name}" in lines[-1], out[-3000:]
     found = json.loads(report.read_text())
@@ -74,6 +76,8 @@ def interrupted_at(moment: tuple[str, float], argv: list[str], tmp_path: Path, n
     while processes_marked(mark) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert processes_marked(mark) == [], f"left running after {name} at {moment}"
+    if took >= PROMPT + SLACK:
+        return interrupted_at(moment, argv, tmp_path, number, again=False)
     return found
 
 
