@@ -9,12 +9,8 @@ import ast
 import sys
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from tests.installed import ROOT, folders, modules
 
-ROOT = Path(__file__).resolve().parents[2]
 # the wings, lowest first: a module may import its own wing and those before it
 WINGS = (("base", ("specverify", "specverify.env", "specverify.usage", "specverify.interrupts", "specverify.bounded",
                    "specverify.extras")),
@@ -26,27 +22,6 @@ WINGS = (("base", ("specverify", "specverify.env", "specverify.usage", "specveri
          ("tools", ("specverify.mutation", "specverify.bench")),
          ("pages", ("specverify.pages",)),
          ("front", ("specverify.cli", "specverify.pytest_plugin", "specverify.__main__")))
-
-
-def folders(root: Path = ROOT) -> dict[str, Path]:
-    """Package name -> folder, as pyproject.toml maps them (specverify.kernels is kernels/, ...)."""
-    setup = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
-    mapped = {name: root / path for name, path in setup.get("package-dir", {}).items()}
-
-    def folder(name: str) -> Path:
-        head, _, tail = name.rpartition(".")
-        return mapped.get(name) or (folder(head) / tail if head else root / name)
-
-    return {name: folder(name) for name in setup["packages"]}
-
-
-def modules(root: Path = ROOT) -> dict[str, Path]:
-    """Every module of the installed packages: dotted name -> file."""
-    found = {}
-    for package, folder in folders(root).items():
-        for path in folder.glob("*.py"):
-            found[package if path.stem == "__init__" else f"{package}.{path.stem}"] = path
-    return found
 
 
 def imported(name: str, path: Path, known: set[str]) -> set[str]:

@@ -3,20 +3,14 @@ never its name, and what lists backends (`specverify list`'s columns, the pytest
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
 
 import pytest
 
 from specverify.records import backends
 from specverify.records.backends import BACKENDS, Backend
+from tests.installed import ROOT, modules
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
-ROOT = Path(__file__).resolve().parents[2]
 DEFINITION = ROOT / "specverify" / "records" / "backends.py"
 # what a compared value is called where it holds a backend's name: `.name`, `.backend`, a variable `backend`
 # or `name`, `x["backend"]`, `x.get("backend")`
@@ -24,11 +18,8 @@ BACKEND_WORDS = ("name", "backend")
 
 
 def sources() -> list[Path]:
-    """The installed packages' modules (as pyproject.toml maps them) and the checkout's conftest.py."""
-    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    mapped = setup.get("package-dir", {})
-    folders = {(ROOT / mapped[p]) if p in mapped else ROOT.joinpath(*p.split(".")) for p in setup["packages"]}
-    return sorted({path for folder in folders for path in folder.glob("*.py")} | {ROOT / "conftest.py"})
+    """The installed packages' modules (`tests.installed.modules`) and the checkout's conftest.py."""
+    return sorted(set(modules().values()) | {ROOT / "conftest.py"})
 
 
 def backend_names(node: ast.expr) -> list[str]:
@@ -80,6 +71,7 @@ def test_other_comparisons_are_not_found(code):
 def test_no_backend_is_compared_by_name_outside_its_record():
     paths = sources()
     assert DEFINITION in paths and ROOT / "specverify" / "pytest_plugin.py" in paths
+    assert ROOT / "kernels" / "torch" / "rejection.py" in paths     # subpackages of a mapped package too
     found = [f"{path.relative_to(ROOT)}:{where}" for path in paths if path != DEFINITION
              for where in comparisons_by_name(path.read_text())]
     assert not found, "backends compared by name (read a field of their record instead):\n" + "\n".join(found)
