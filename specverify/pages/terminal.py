@@ -7,7 +7,8 @@ from collections import Counter
 
 from rich.table import Table
 
-from specverify.runs.verdicts import incomplete_counts
+from specverify.runs.verdicts import incomplete_counts, not_asked, verdicts
+from specverify.runs.waivers import STATE_WORDS
 
 STATUS_TEXT = {"passed": "passed", "failed": "[red]FAILED[/red]", "error": "[red]ERROR[/red]",
                "xfailed": "failed as expected", "waived": "not launched (waiver)"}
@@ -60,8 +61,6 @@ def totals_line(outcomes: list, seconds: float) -> str:
 
 def verdict_lines(run) -> list[str]:
     """The verdict of each outside implementation by level, and why levels were not asked (once per reason)."""
-    from specverify.runs.verdicts import not_asked, verdicts
-
     found = verdicts(run.outcomes)
     lines = ["verdict by level (contract = valid tier, robustness = hazard tier, arguments = invalid tier):"]
     return lines + [f"  {line}" for line in [v.line() for v in found] + not_asked(found)]
@@ -71,8 +70,6 @@ def run_lines(run, outside: bool) -> list[str]:
     """What a run says after its table (the CLI) or its tests (pytest): each failure's report (`failures`),
     the notes, the verdicts of outside implementations, the stages a vendor does not implement and the
     waivers' states."""
-    from specverify.runs.waivers import STATE_WORDS
-
     lines = []
     for o in run.outcomes:
         lines += [f"note: {o.stage} {o.check}: {note}" for note in o.notes]

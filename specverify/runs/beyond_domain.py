@@ -37,6 +37,7 @@ from specverify.records.stage import Example
 from specverify.runs.profiles import seed_for
 from specverify.runs.properties import NO_SYNC, PROPERTY_JUDGES, fresh_caller
 from specverify.runs.protocol import Context, short
+from specverify.runs.search import tier_strategy
 
 ROUNDS = 5            # independent searches per restriction (one search's draws resemble each other)
 TRIES_PER_DRAW = 6    # draws generated per excluded draw wanted (those inside the restriction are not judged)
@@ -132,8 +133,6 @@ def judge_draws(target: Target, ctx: Context, seeds: list[str], tries: int, draw
     judged; only the draws `admits`, each once when `distinct` (a search draws some examples more than
     once); none after the first failure or past `deadline`. failed: the first failure's headline ("" when
     every judged draw passed); stopped: "time" when the deadline ended the draws before `draws` were judged."""
-    from specverify.runs.search import tier_strategy
-
     result, seen = {"judged": 0, "failed": "", "stopped": ""}, set()
 
     def probe(example, quota: int) -> None:

@@ -43,6 +43,7 @@ from specverify.records.backends import Target
 from specverify.records.stage import Example
 from specverify.records.values import output_value
 from specverify.runs.protocol import Check, Context, Outcome
+from specverify.runs.search import search
 
 # CPU "devices" the cross-device check compares (tests set 2: each call sees its index in `device_index`).
 CPU_DEVICES = 1
@@ -165,8 +166,6 @@ def fresh_caller(ctx: Context) -> Iterator[Context]:
 
 def property_check(name: str, doc: str, order: int, verify, applies=on_cuda) -> Check:
     def run(target: Target, ctx: Context) -> Outcome:
-        from specverify.runs.search import search
-
         with fresh_caller(ctx) as fresh:
             return search(target, name, "valid", planned(target, ctx.profile, ctx.examples), verify, fresh)
 
@@ -263,8 +262,6 @@ def verify_devices(target: Target, example: Example, callers: list) -> dict:
 
 
 def run_cross_device(target: Target, ctx: Context) -> Outcome:
-    from specverify.runs.search import search
-
     callers = device_callers(target, ctx.caller)
     try:
         return search(target, "cross-device", "valid", planned(target, ctx.profile, ctx.examples),

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from specverify.records import dialects, registry
 from specverify.records.backends import BACKENDS, Target
+from specverify.runs import beyond_domain
 from specverify.runs.catalogue import CHECKS
 from specverify.runs.protocol import Outcome, short
 from specverify.usage import FAILED, INCOMPLETE, NOTHING_CHECKED, PASSED
@@ -72,16 +73,12 @@ class Verdict:
     @property
     def follows(self) -> list[str]:
         """Dialects under which the failing case and every draw passed where the record's rule failed."""
-        from specverify.runs import beyond_domain
-
         return [r["dialect"] for r in self.rules if beyond_domain.follows(r)]
 
     @property
     def unneeded(self) -> list[str]:
         """Restrictions whose excluded draws, as many as the valid tier's examples, passed every check they
         matter to."""
-        from specverify.runs import beyond_domain
-
         return [r["restriction"] for r in self.outside if beyond_domain.unneeded(r)]
 
     @property
