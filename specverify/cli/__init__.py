@@ -9,8 +9,8 @@ not installed, a time limit that is not finite or
 over a week), an unreadable or damaged case or report (`matrix`), a report or matrix that could not be
 written: one line naming the option or file and the rule; 3 when nothing was checked (every target
 skipped) or a worker could not be set up; 4 when incomplete: every check that ran passed, but some target's
-time ran out before its examples were done (1 wins when anything failed). `mutate`: 0 when every mutant was killed, timed out, crashed, was counted apart (does not import
-or compile) or is judged equivalent; 1 when one survived that no equivalence entry names, a stage's
+time ran out before its examples were done (1 wins when anything failed). `mutate`: 0 when every mutant
+was killed, timed out, crashed, was counted apart (does not import or compile) or is judged equivalent; 1 when one survived that no equivalence entry names, a stage's
 baseline fails (it is not mutated) or a mutant's check broke; 2 on bad usage; 3 when no mutant was run.
 
 SIGINT and SIGTERM are routed to `specverify.interrupts` before anything else is imported, so a signal at

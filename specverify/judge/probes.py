@@ -4,8 +4,8 @@ A probe takes the call (a no-argument function), the bound arguments and the dev
 and returns (the returned value, measures). It runs where the implementation runs (in this process or
 in a worker), through the table `seal` copied from `PROBES` (once per process, with the device's
 instruments, before a worker imports an implementation: what rebinds this module or its table later does
-not reach a measurement), and measures with the sealed instruments (`specverify.judge.device`); the verdict on its measures is the judge's
-(`specverify.runs.properties`). Every GPU probe but `plain` first makes the same warm-up (`device.warm_up`:
+not reach a measurement), and measures with the sealed instruments (`specverify.judge.device`); the
+verdict on its measures is the judge's (`specverify.runs.properties`). Every GPU probe but `plain` first makes the same warm-up (`device.warm_up`:
 `WARM_UP_CALLS` unmeasured calls on the stream it measures on, the device synchronized), so what ran
 earlier in the process does not change what it measures.
 """

@@ -55,8 +55,8 @@ START_SECONDS = 120.0       # a forkserver that has not started a worker in this
 LOG_TAIL = 4096             # bytes of a worker's output kept for a report
 LOG_LINE = 240              # characters of one output line kept
 MUTANT_ENV = "SPECVERIFY_MUTANT"   # names a mutant's JSON file: {"module", "path"} (specverify.mutation.mutation_run)
-PRELOAD = ["numpy", "torch", "hypothesis", "specverify.records.registry", "specverify.judge.materialize", "specverify.judge.calls",
-           "specverify.judge.sandbox"]
+PRELOAD = ["numpy", "torch", "hypothesis", "specverify.records.registry", "specverify.judge.materialize",
+           "specverify.judge.calls", "specverify.judge.sandbox"]
 
 
 def context():

@@ -1,4 +1,5 @@
-"""Reports of a mutation run (`specverify.mutation.mutation_run.MutationRun`): terminal, JSON, Markdown, saying the same.
+"""Reports of a mutation run (`specverify.mutation.mutation_run.MutationRun`): terminal, JSON, Markdown,
+saying the same.
 
 Per stage: the baseline, how many mutants were found and run, the count of each outcome, the kill rate
 (kills = killed + timed out + crashed, over kills and survivors not judged equivalent), the rate of

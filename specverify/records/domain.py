@@ -167,7 +167,8 @@ class Domain:
         invalid-tier case breaks is not asked."""
         found = []
         sizes = symbol_values(stage, example)
-        sizes.update({name: value for name, measure in stage.measured.items() if (value := measure(example)) is not None})
+        measured = {name: measure(example) for name, measure in stage.measured.items()}
+        sizes.update({name: value for name, value in measured.items() if value is not None})
         for r in self.restrictions:
             name = r.subject
             if name == example.bad_field:

@@ -7,8 +7,9 @@ oracle's answers). `spread` chooses the workers ("lanes"): those --devices names
 by CUDA_VISIBLE_DEVICES set before CUDA is touched in it, or unpinned (`cpu:N`); without --devices, one
 per usable core where every target runs on the CPU. An unpinned lane 0 is this process, which takes
 stages in order once its own work is done (its imports are); the others, spawned processes, take the
-heaviest stage left (`weight`), so that no long stage is left for the end, each asking the driver for the next stage over a pipe of its own and sending every event (a check
-started, its progress, its outcome) back on it. Checks that compare devices (`Check.spans_devices`) run
+heaviest stage left (`weight`), so that no long stage is left for the end, each asking the driver for the
+next stage over a pipe of its own and sending every event (a check started, its progress, its outcome)
+back on it. Checks that compare devices (`Check.spans_devices`) run
 in the driver, which sees every device. The driver settles waivers and hands the one listener every
 outcome in the order of a run in one process, as soon as the outcomes before it have come. A worker
 process that dies fails the checks of its stage it had not finished and another takes its place;

@@ -67,7 +67,7 @@ class Verdict:
     rule: str = ""                 # how reports name that dialect ("dialect strict (ties reject)")
     domain: list[str] = field(default_factory=list)   # declared restrictions with their reasons ([]: whole contract)
     domain_summary: str = ""
-    outside: list[dict] = field(default_factory=list)  # per restriction: its information draws (specverify.runs.beyond_domain)
+    outside: list[dict] = field(default_factory=list)  # per restriction: its information draws (beyond_domain)
     rules: list[dict] = field(default_factory=list)    # per dialect: a failing kernel's draws under it
 
     @property
