@@ -5,12 +5,16 @@ and raises `Interrupted` at once, unless the process is inside a `deferred()` zo
 shrinking (an exception in its engine becomes "Inconsistent data generation" and the search goes on) and the
 writing of reports (they are written whole, then marked). A search's judge runs in a `raising()` zone inside
 it: a signal there (in a kernel call, in a wait on a worker) raises at once. A deferred signal is raised at the
-next `checkpoint()`: the start of the next example, the next check, the next target. A signal during an import
-is raised when the outermost import returns: raised inside it, it would leave the module (numpy's native part,
-a module that registers names) impossible to import again, and the reports need them. Only imports of torch,
-Triton and our kernels are cut at once (the longest; nothing after the signal needs them). Python swallows what a
-garbage-collector callback or a finalizer raises; `installed` sets an unraisable hook that drops an
-`Interrupted` silently there, and the signal stays pending for the next checkpoint.
+next `checkpoint()`: the start of the next example, the next check, the next target, the end of the zone.
+
+Nor is it raised inside an import that may not be cut (numpy's native part, a module that registers names:
+cut, it could not be imported again, and the reports need it), nor in this module's bookkeeping or code marked
+`atomic` (a timer being set or cleared). Imports of torch, Triton and our kernels may be cut (the longest;
+nothing after the signal needs them). Until the interrupt is `caught()` by the command, a watcher thread
+signals the main thread again every `AGAIN` seconds while no `Interrupted` is on its way up: so a signal
+that came at such a moment lands as soon as it is past, and one that native code swallowed (torch's import
+of numpy drops any exception) is raised again. Python also swallows what a garbage-collector callback or a
+finalizer raises; `installed` sets an unraisable hook that drops an `Interrupted` silently there.
 
 Nothing heavy is imported here: `installed` runs before the rest of the suite is imported, so a signal during
 the imports is one line too.
@@ -20,12 +24,14 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+import weakref
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 IMPORTING = "<frozen importlib._bootstrap>"   # the code of an import under way
 CUT_SHORT = ("torch", "triton", "specverify.kernels")   # imports a signal may cut: nothing after it needs them
+AGAIN = 0.1          # seconds between the watcher's signals while an interrupt has not landed
 
 
 class Interrupted(BaseException):
@@ -37,10 +43,17 @@ class Interrupted(BaseException):
         super().__init__(why)
         self.why = why
         self.outcomes: list = []
+        global _in_flight
+        _in_flight = weakref.ref(self)
 
 
 _pending: str | None = None      # the first signal's name, once one came
+_number = signal.SIGINT          # and its number
+_caught = False                  # the command took the interrupt: nothing more is raised
 _zones: list[bool] = []          # innermost last: True where Interrupted may be raised at once
+_atomic: set = set()             # code objects the handler never raises in
+_in_flight: Callable[[], object] = lambda: None     # the last Interrupted raised, while it lives
+_over = threading.Event()        # set when the watcher is to end (never touched by the handler: it takes no lock)
 
 
 def pending() -> str | None:
@@ -50,42 +63,56 @@ def pending() -> str | None:
 
 def checkpoint() -> None:
     """Raise the pending interrupt, if a signal came (and this is no deferred zone)."""
-    if _pending is not None and (not _zones or _zones[-1]):
+    if _pending is not None and not _caught and (not _zones or _zones[-1]):
         raise Interrupted(_pending)
 
 
+def caught() -> None:
+    """The command has taken the interrupt (the first line of its handler), or reads `pending()` itself from
+    here on (while it reports): no Interrupted is raised again."""
+    global _caught
+    _caught = True
+
+
+def atomic(function):
+    """Mark `function` (a timer's setting or clearing) as code the handler never raises in."""
+    _atomic.add(function.__code__)
+    return function
+
+
 def _handle(number: int, frame) -> None:
-    global _pending
+    global _pending, _number
     if _pending is None:
-        _pending = signal.Signals(number).name
-    imports = _imports(frame)
-    if imports and not all(_may_cut(name) for name, _ in imports):
-        _raise_on_return(imports[-1][1])
-    else:
+        _pending, _number = signal.Signals(number).name, number
+    if frame is not None and (frame.f_code.co_filename == __file__ or frame.f_code in _atomic):
+        return                      # bookkeeping: the watcher signals again
+    if not any(not _may_cut(name) for name in _imports(frame)):
         checkpoint()
+
+
+def _watch(main: int) -> None:
+    """The watcher thread: once a signal came, signal the main thread again every AGAIN seconds while no
+    Interrupted is on its way up, until the command caught it or the run is over."""
+    while not _over.wait(AGAIN):
+        if _pending is not None and not _caught and _in_flight() is None:
+            try:
+                signal.pthread_kill(main, _number)
+            except (OSError, ValueError):
+                return
 
 
 def _may_cut(module: str) -> bool:
     return any(module == cut or module.startswith(cut + ".") for cut in CUT_SHORT)
 
 
-def _imports(frame) -> list[tuple[str, object]]:
-    """(module name, frame) of every import under way, innermost first."""
+def _imports(frame) -> list[str]:
+    """The modules being imported, innermost first."""
     found = []
     while frame is not None:
         if frame.f_code.co_filename == IMPORTING and frame.f_code.co_name == "_find_and_load":
-            found.append((str(frame.f_locals.get("name", "")), frame))
+            found.append(str(frame.f_locals.get("name", "")))
         frame = frame.f_back
     return found
-
-
-def _raise_on_return(importing) -> None:
-    """Raise the pending interrupt (where the zone allows) as soon as the import `importing` is done."""
-    def watch(frame, event, arg) -> None:
-        if frame is importing and event == "return":
-            sys.setprofile(None)
-            checkpoint()
-    sys.setprofile(watch)
 
 
 def _unraisable(hook):
@@ -97,8 +124,9 @@ def _unraisable(hook):
 
 @contextmanager
 def installed() -> Iterator[None]:
-    """SIGINT and SIGTERM routed to the handler (main thread only; elsewhere nothing changes), with no signal
-    pending at the start or afterwards; the previous handlers and unraisable hook come back afterwards."""
+    """SIGINT and SIGTERM routed to the handler, with its watcher (main thread only; elsewhere nothing
+    changes), with no signal pending at the start or afterwards; the previous handlers and unraisable hook
+    come back afterwards."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -106,9 +134,14 @@ def installed() -> Iterator[None]:
     previous = {number: signal.signal(number, _handle) for number in SIGNALS}
     hook = sys.unraisablehook
     sys.unraisablehook = _unraisable(hook)
+    watcher = threading.Thread(target=_watch, args=(threading.get_ident(),), name="specverify interrupts",
+                               daemon=True)
+    watcher.start()
     try:
         yield
     finally:
+        _over.set()
+        watcher.join()
         for number, handler in previous.items():
             signal.signal(number, handler)
         sys.unraisablehook = hook
@@ -117,27 +150,45 @@ def installed() -> Iterator[None]:
 
 def reset() -> None:
     """Forget a signal that came (tests, and a new run in the same process)."""
-    global _pending
-    _pending = None
+    global _pending, _caught, _in_flight
+    _pending, _caught, _in_flight = None, False, lambda: None
+    _over.clear()
 
 
-@contextmanager
-def _zone(may_raise: bool) -> Iterator[None]:
-    _zones.append(may_raise)
-    try:
-        if may_raise:
-            checkpoint()
-        yield
-    finally:
+class _Zone:
+    """A zone of `_zones` (the main thread's, where the handler runs: elsewhere a zone changes nothing); its
+    entry and exit are bookkeeping the handler never raises in."""
+
+    def __init__(self, may_raise: bool):
+        self.may_raise = may_raise
+        self.main = threading.current_thread() is threading.main_thread()
+
+    def __enter__(self) -> None:
+        if not self.main:
+            return
+        _zones.append(self.may_raise)
+        if self.may_raise:
+            try:
+                checkpoint()
+            except BaseException:
+                _zones.pop()
+                raise
+
+    def __exit__(self, kind, value, trace) -> None:
+        if not self.main:
+            return
         _zones.pop()
+        if kind is None:
+            checkpoint()
 
 
-def deferred():
-    """A zone where a signal is only recorded (Hypothesis's engine, report writing)."""
-    return _zone(False)
+def deferred() -> _Zone:
+    """A zone where a signal is only recorded (Hypothesis's engine, report writing); a pending one is raised
+    at its end, where the zone around it allows."""
+    return _Zone(False)
 
 
-def raising():
+def raising() -> _Zone:
     """A zone inside a deferred one where a signal raises at once (a search's judge); raises a pending one
     on entry."""
-    return _zone(True)
+    return _Zone(True)

@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             args = options.parser().parse_args(argv)
             return command(args)
         except interrupts.Interrupted as stop:
+            interrupts.caught()
             with interrupts.deferred():
                 return stopped_early(args or parsed(argv), stop.why)
 

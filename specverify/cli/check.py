@@ -35,9 +35,11 @@ def run(args) -> int:
         with progress_bar() as progress:
             outcomes += run_targets(chosen, args, ProgressListener(progress, total))
     except interrupts.Interrupted as stop:
+        interrupts.caught()
         outcomes += stop.outcomes
         interrupted = stop.why
     with interrupts.deferred():
+        interrupts.caught()             # a signal from here on is read below
         finished = chosen.finished(outcomes, interrupted) if chosen else nothing_ran(args, interrupted)
         print_run(finished, args, chosen, time.monotonic() - started)
         problems = report_files.write(finished, args.json, args.junit, args.markdown)

@@ -68,10 +68,12 @@ def run(args) -> int:
             picked = mutate.sample(picked, args.sample, f"{args.seed}:{subject.stage}")
             run.stages.append(mutate.run_mutants(subject, picked, options, equivalent, len(everything), heard))
     except interrupts.Interrupted as stop:
+        interrupts.caught()
         say(f"specverify mutate: interrupted by {stop.why}: the report holds the {len(run.stages)} stage(s) "
             f"that finished")
         run.stale, interrupted = [], True
     with interrupts.deferred():
+        interrupts.caught()             # a signal from here on is read below
         console.print(mutation_report.summary_table(run))
         for line in mutation_report.lines(run):
             say(line)

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from specverify import interrupts
 from specverify.interrupts import Interrupted
 from specverify.judge.materialize import Bound, Plan
 
@@ -57,23 +58,30 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
 
 
-@contextmanager
-def time_limit(seconds: float | None) -> Iterator[None]:
-    """Interrupt Python code in this (main) thread after `seconds`; a no-op elsewhere or without a limit."""
-    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGALRM"):
-        yield
-        return
+class time_limit:
+    """Interrupt Python code in this (main) thread after `seconds` (CallTimeout); a no-op elsewhere or without
+    a limit. Its timer is set and cleared where an interrupt never lands (`interrupts.atomic`)."""
 
-    def expire(signum, frame):
-        raise CallTimeout()
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.previous = None
 
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    @interrupts.atomic
+    def __enter__(self) -> None:
+        if self.seconds and threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGALRM"):
+            self.previous = signal.signal(signal.SIGALRM, expire)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+
+    @interrupts.atomic
+    def __exit__(self, kind, value, trace) -> None:
+        if self.previous is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous)
+            self.previous = None
+
+
+def expire(signum, frame):
+    raise CallTimeout()
 
 
 @contextmanager

@@ -197,6 +197,7 @@ def lane_main(lane: Lane, link, plan: RunPlan) -> None:
     taken the outcomes it reports) ends the worker processes this one started, then this one, at once.
     Warnings are not the run's output (as in the driver)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])    # blocked while it started (`Workers.start`)
     signal.signal(signal.SIGTERM, stop_now)
     warnings.simplefilter("ignore")
     if lane.pin is not None:
@@ -401,18 +402,17 @@ class Workers:
 
     def start(self, slot: int) -> None:
         mine, theirs = self.ctx.Pipe()
-        main = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None   # inherited while it starts
-        try:
-            # not daemonic: it starts worker processes of its own for outside implementations; `stop` ends it
-            process = self.ctx.Process(target=lane_main, args=(self.lanes[slot], theirs, self.plan),
-                                       name=f"specverify {self.lanes[slot].name}")
-            process.start()
-        finally:
-            if main:
-                signal.signal(signal.SIGINT, previous)
-        theirs.close()           # the worker's end lives in the worker only: its exit ends the pipe
-        self.links[slot] = (process, mine)
+        # not daemonic: it starts worker processes of its own for outside implementations; `stop` ends it
+        process = self.ctx.Process(target=lane_main, args=(self.lanes[slot], theirs, self.plan),
+                                   name=f"specverify {self.lanes[slot].name}")
+        with interrupts.deferred():     # a signal while it starts lands once it is in `links`, for `stop`
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])   # inherited: a Ctrl-C of the
+            try:                                                                 # terminal waits for lane_main
+                process.start()
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            theirs.close()           # the worker's end lives in the worker only: its exit ends the pipe
+            self.links[slot] = (process, mine)
 
     def next_unit(self, slot: int) -> tuple | None:
         """The next stage for lane `slot` ((number, [(index, description, names)])), or None: none left."""

@@ -165,3 +165,52 @@ def test_a_signal_inside_hypothesis_waits_for_the_next_example(tmp_path, monkeyp
     assert found["interrupted"] == "SIGINT"
     assert all(o["status"] != "error" for o in found["outcomes"]), found["outcomes"]
     assert "Inconsistent" not in out
+
+
+def test_a_signal_while_a_worker_process_starts_is_not_lost(tmp_path, monkeypatch, capsys):
+    from specverify.runs import shard
+
+    started = shard.Workers.start
+
+    def signalled(self, slot):
+        os.kill(os.getpid(), signal.SIGINT)      # lands while the worker process starts
+        return started(self, slot)
+
+    monkeypatch.setattr(shard.Workers, "start", signalled)
+    status = main(["check", "--stage", "rejection.expand", "--stage", "rejection.greedy", "--backend", "torch",
+                   "--device", "cpu", "--devices", "cpu:2", "--report", str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    assert status == 1 and "interrupted by SIGINT" in out.strip().splitlines()[-1], out[-2000:]
+    assert json.loads((tmp_path / "r.json").read_text())["interrupted"] == "SIGINT"
+
+
+def test_zones_stay_balanced_under_a_storm_of_signals():
+    """A signal at any moment of a zone's entry or exit leaves the zones as they were: the handler never
+    raises in the bookkeeping."""
+    main_thread, stop, landed = threading.get_ident(), threading.Event(), 0
+
+    def storm():
+        while not stop.is_set():
+            signal.pthread_kill(main_thread, signal.SIGINT)
+            time.sleep(0.0001)
+
+    with interrupts.installed():
+        with interrupts.deferred():
+            sender = threading.Thread(target=storm, daemon=True)
+            sender.start()
+            try:
+                end = time.monotonic() + 3
+                while time.monotonic() < end:
+                    interrupts.reset()
+                    try:
+                        with interrupts.raising():
+                            with interrupts.deferred():
+                                pass
+                    except interrupts.Interrupted:
+                        landed += 1
+                    assert interrupts._zones == [False]
+            finally:
+                stop.set()
+                sender.join()
+                interrupts.caught()
+    assert landed > 10 and interrupts._zones == []
