@@ -2,7 +2,8 @@
 
 Adding a family means adding its module there; nothing else is edited. Each record is built by
 `specverify.records.wiring.wired`, which checks the pieces it finds by name; loading the registry checks the
-sources of every dialect's implementations too (a `WiringError` naming the stage and the missing source).
+sources of every dialect's implementations too (a `WiringError` naming the stage and the missing source), and that
+no piece is left that no record uses (`wiring.unused_pieces`).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pkgutil
 from functools import lru_cache
 
 from specverify.records.stage import Stage
-from specverify.records.wiring import WiringError, sources_exist
+from specverify.records.wiring import WiringError, sources_exist, unused_pieces
 
 
 @lru_cache(maxsize=1)
@@ -30,6 +31,10 @@ def all_stages() -> dict[str, Stage]:
                 if missing:
                     raise WiringError(f"stage {stage.name}, dialect {dialect}: no implementation {missing[0]}")
             found[stage.name] = stage
+    unused = unused_pieces(found.values())
+    if unused:
+        raise WiringError(f"{unused[0]} is named like a piece of a stage, but no record or dialect uses it "
+                          f"(a stage renamed or dropped? a helper takes another name)")
     return found
 
 

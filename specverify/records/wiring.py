@@ -13,12 +13,17 @@ Stage `family.name` lives in one module name `module` (the family's, or the one 
 `wired` builds the record from them. A field given to it overrides its piece (None: the stage has none), and a
 piece the scheme names that does not exist is a `WiringError` naming the stage and the piece, raised when the
 record's module is imported. `sources_exist` checks a record's `module:function` sources without importing them.
+The other way round, `unused_pieces` finds a function named like a piece (`*_valid`, `_hazard`, `_invalid`,
+`_invariants`, `_table`, `_worked`) in a module records take pieces from that no record or dialect uses: a stage
+renamed or dropped with its pieces left behind (helpers are named otherwise).
 """
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import importlib.util
+import re
 import sys
 from functools import lru_cache
 from typing import Any
@@ -29,6 +34,8 @@ DEVICE_BACKENDS = ("torch", "triton")
 HOST_BACKENDS = ("numpy",)
 STRATEGY_PIECES = {"valid": "valid", "hazard": "hazard", "invalid": "invalid", "invariants": "invariants",
                    "rows": "table"}   # record field -> suffix of its strategy
+PIECE_NAME = re.compile(r"_(valid|hazard|invalid|invariants|table|worked)$")
+PIECE_PACKAGES = ("specverify.strategies.", "specverify.stages.")
 
 
 class WiringError(LookupError):
@@ -107,3 +114,28 @@ def _top_level_names(module_name: str) -> frozenset[str]:
         elif isinstance(node, ast.ImportFrom):
             names.update(a.asname or a.name for a in node.names)
     return frozenset(names)
+
+
+def unused_pieces(stages) -> list[str]:
+    """"module:function" of each function named like a piece, in a module of `PIECE_PACKAGES` that the records
+    `stages` take pieces from, that none of them (nor their dialects) uses."""
+    used: set[tuple[str, str]] = set()
+
+    def walk(value: Any) -> None:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for item in dataclasses.fields(value):
+                walk(getattr(value, item.name))
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item)
+        elif callable(value) and hasattr(value, "__name__"):
+            used.add((getattr(value, "__module__", ""), value.__name__))
+
+    walk(list(stages))
+    modules = sorted({module for module, _ in used if module.startswith(PIECE_PACKAGES)})
+    return [f"{module}:{name}" for module in modules for name, value in vars(sys.modules[module]).items()
+            if PIECE_NAME.search(name) and callable(value) and getattr(value, "__module__", "") == module
+            and (module, name) not in used]

@@ -22,7 +22,7 @@ def buffers(**specs: tuple) -> dict[str, Buffer]:
     return {name: Buffer(tuple(int(n) for n in shape), dtype) for name, (shape, dtype) in specs.items()}
 
 
-def rows_table(**columns) -> tuple[list[str], list[list]]:
+def column_rows(**columns) -> tuple[list[str], list[list]]:
     """One row per request; a 2-D column shows its row, a missing entry '?'."""
     length = max((len(v) for v in columns.values() if v is not None), default=0)
     rows = []
@@ -130,7 +130,7 @@ def next_token_padded_invalid(draw, ctx: DrawContext) -> Example:
 
 def next_token_padded_table(ex: Example):
     x = ex.inputs
-    return rows_table(discard=x["discard_mask"], backup=x["backup_next_token_ids"], sampled=x["sampled_token_ids"])
+    return column_rows(discard=x["discard_mask"], backup=x["backup_next_token_ids"], sampled=x["sampled_token_ids"])
 
 
 # ---------------------------------------------------------------- eagle.prepare_inputs_padded
@@ -203,7 +203,7 @@ def prepare_inputs_padded_invalid(draw, ctx: DrawContext) -> Example:
 def prepare_inputs_padded_table(ex: Example):
     x = ex.inputs
     cu = x["cu_num_draft_tokens"]
-    return rows_table(n=np.diff(cu, prepend=0), count=x["valid_sampled_tokens_count"],
+    return column_rows(n=np.diff(cu, prepend=0), count=x["valid_sampled_tokens_count"],
                       qs=x["query_start_loc"][:-1], qn=x["query_start_loc"][1:],
                       read=np.arange(len(cu)) < x["num_reqs"])
 
@@ -405,7 +405,7 @@ def prepare_inputs_invalid(draw, ctx: DrawContext) -> Example:
 
 def prepare_inputs_table(ex: Example):
     x = ex.inputs
-    return rows_table(q=np.diff(x["query_start_loc"]), n=x["num_draft_tokens"], sampled=x["num_sampled"],
+    return column_rows(q=np.diff(x["query_start_loc"]), n=x["num_draft_tokens"], sampled=x["num_sampled"],
                       seq_len=x["seq_lens"])
 
 
@@ -477,7 +477,7 @@ def copy_and_expand_inputs_invalid(draw, ctx: DrawContext) -> Example:
 def copy_and_expand_inputs_table(ex: Example):
     x = ex.inputs
     qsl = x["query_start_loc"]
-    return rows_table(qs=qsl[:-1], qe=x["query_end_loc"], qn=qsl[1:], next=x["next_token_ids"],
+    return column_rows(qs=qsl[:-1], qe=x["query_end_loc"], qn=qsl[1:], next=x["next_token_ids"],
                       ids=[x["target_token_ids"][a:e] for a, e in zip(qsl[:-1], qsl[1:])])
 
 
@@ -602,4 +602,4 @@ def step_slot_mapping_invalid(draw, ctx: DrawContext) -> Example:
 def step_slot_mapping_table(ex: Example):
     x = ex.inputs
     real = np.arange(len(x["positions"])) < x["batch_size"]
-    return rows_table(real=real, position=x["positions"], seq_len=x["seq_lens"], blocks=x["block_table"])
+    return column_rows(real=real, position=x["positions"], seq_len=x["seq_lens"], blocks=x["block_table"])

@@ -16,7 +16,7 @@ from specverify.records.stage import Buffer, DrawContext, Example, Layout
 from specverify.records.values import POISON_A, output_value
 from specverify.strategies.blocks import (batch_size, exclusive_offsets, generator, invalid, label, labelled_dtype,
                                           layout, one_invalid)
-from specverify.strategies.eagle import buffers, rows_table
+from specverify.strategies.eagle import buffers, column_rows
 
 CAPTURE_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 768, 1024)
 DRAFT_KS = (1, 2, 3, 5, 7)       # K of target-verify layouts (K + 1 tokens per request)
@@ -183,7 +183,7 @@ def fill_common_inputs_table(ex: Example):
     x = ex.inputs
     max_batch, max_blocks = ex.outputs["graph_block_offsets"].shape
     (batch, blocks), pad = x["block_offsets"].shape, x["pad_query_len"]
-    headers, rows = rows_table(kind=["real"] * batch, q_start=x["q_start_loc"], q=x["q_seqlens"],
+    headers, rows = column_rows(kind=["real"] * batch, q_start=x["q_start_loc"], q=x["q_seqlens"],
                                kv=x["kv_seqlens"], blocks=x["block_offsets"])
     sizes = ["sizes", f"B={batch} of MB={max_batch}", "", f"N={len(x['input_ids'])} of "
              f"MT={ex.outputs['graph_input_ids'].shape[0]}", f"PAD={pad}", f"NB={blocks} of MNB={max_blocks}"]
@@ -264,7 +264,7 @@ def step_broken_promise(draw, ctx: DrawContext) -> Example:
 
 def step_context_table(ex: Example):
     x = ex.inputs
-    return rows_table(q=x["q_seqlens"], history=x["history_lengths"], ignored=x["num_ignored_history"],
+    return column_rows(q=x["q_seqlens"], history=x["history_lengths"], ignored=x["num_ignored_history"],
                       uniform_layout=[x["uniform_layout"]] * len(x["q_seqlens"]))
 
 
@@ -370,7 +370,7 @@ def dsa_indexer_metadata_invalid(draw, ctx: DrawContext) -> Example:
 def dsa_indexer_metadata_table(ex: Example):
     x = ex.inputs
     batch = len(x["q_seqlens"])
-    headers, rows = rows_table(cu_q=x["cu_q"][:-1], q=x["q_seqlens"], kv=x["kv_seqlens"],
+    headers, rows = column_rows(cu_q=x["cu_q"][:-1], q=x["q_seqlens"], kv=x["kv_seqlens"],
                                dcp=[f"rank {x['dcp_rank']} of {x['dcp_size']}"] * batch, blocks=x["block_offsets"])
     padding = ["rows", int(x["cu_q"][-1]), f"to N={x['N']}", "", "", "untouched"]
     return headers, rows + [padding]

@@ -570,7 +570,7 @@ def random_hazard(ctx: DrawContext):
     return random_valid(ctx).flatmap(lambda ex: hazards(ex, ctx.excluded_kinds("draft_token_ids")))
 
 
-def flat_rows_invariants(ex: Example, out: np.ndarray, written, rest) -> list[str]:
+def flat_rows_violations(ex: Example, out: np.ndarray, written, rest) -> list[str]:
     """Each row r with written[r] is 1..n[r]+1 ids in [0, V) then `rest`; other rows are all `rest`."""
     x = ex.inputs
     vocab = x["target_probs"].shape[1]
@@ -586,7 +586,7 @@ def flat_rows_invariants(ex: Example, out: np.ndarray, written, rest) -> list[st
 
 def random_invariants(ex: Example, views: dict) -> list[str]:
     poison = filled((1,), np.dtype("int32"), POISON_A)[0]
-    return flat_rows_invariants(ex, views["output_token_ids"], ~ex.inputs["is_greedy"], poison)
+    return flat_rows_violations(ex, views["output_token_ids"], ~ex.inputs["is_greedy"], poison)
 
 
 @st.composite
@@ -704,7 +704,7 @@ def sample_hazard(ctx: DrawContext):
 
 def sample_invariants(ex: Example, views: dict) -> list[str]:
     out = views["output_token_ids"]
-    return flat_rows_invariants(ex, out, np.ones(len(out), bool), PLACEHOLDER)
+    return flat_rows_violations(ex, out, np.ones(len(out), bool), PLACEHOLDER)
 
 
 @st.composite

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from specverify.records import registry
 from specverify.records.stage import Example, I, O
-from specverify.records.wiring import WiringError, sources_exist, wired
+from specverify.records.wiring import WiringError, sources_exist, unused_pieces, wired
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -116,3 +116,26 @@ def test_the_readme_stage_table_lists_every_stage_and_its_backends():
         names.add(stage.name.split(".", 1)[1])
         backends.update(stage.impls)
     assert readme_stage_table() == expected
+
+
+def test_a_piece_no_record_uses_is_an_error(monkeypatch):
+    """A strategy left behind by a renamed stage fails the registry's load, naming it; helpers named otherwise
+    pass."""
+    from specverify.strategies import rejection
+
+    assert unused_pieces(registry.all_stages().values()) == []
+
+    def greedy_old_valid(draw, ctx):      # named like a piece of a stage that no longer exists
+        raise AssertionError("never drawn")
+
+    greedy_old_valid.__module__ = rejection.__name__
+    monkeypatch.setattr(rejection, "greedy_old_valid", greedy_old_valid, raising=False)
+    assert unused_pieces(registry.all_stages().values()) == [
+        "specverify.strategies.rejection:greedy_old_valid"]
+    registry.all_stages.cache_clear()
+    try:
+        with pytest.raises(WiringError, match="strategies.rejection:greedy_old_valid is named like a piece"):
+            registry.all_stages()
+    finally:
+        monkeypatch.undo()
+        registry.all_stages.cache_clear()
