@@ -1,14 +1,13 @@
 """Records wired from one naming scheme.
 
-Stage `family.name` lives in one module name `module` (the family's, or the one module of a family split in two:
-`rejection_cdf` holds `rejection.chain_cdf`), the same in every place:
+Stage `family.name` lives in the module of its family, `family`, the same in every place:
 
 | piece | where |
 | --- | --- |
-| oracle | `specverify.oracles.<module>:<name>` |
-| kernels | `specverify.kernels.<backend>.<module>:<name>`, backends torch and triton (numpy for a host stage) |
-| strategies | `specverify.strategies.<module>`: `<name>_valid`, `_hazard`, `_invalid`, `_invariants`, `_table` (rows) |
-| worked example | `specverify.stages.<module>:<name>_worked`, beside the record |
+| oracle | `specverify.oracles.<family>:<name>` |
+| kernels | `specverify.kernels.<backend>.<family>:<name>`, backends torch and triton (numpy for a host stage) |
+| strategies | `specverify.strategies.<family>`: `<name>_valid`, `_hazard`, `_invalid`, `_invariants`, `_table` (rows) |
+| worked example | `specverify.stages.<family>:<name>_worked`, beside the record |
 
 `wired` builds the record from them. A field given to it overrides its piece (None: the stage has none), and a
 piece the scheme names that does not exist is a `WiringError` naming the stage and the piece, raised when the
@@ -47,11 +46,10 @@ def kernels(module: str, function: str, backends: tuple[str, ...] = DEVICE_BACKE
     return {backend: f"specverify.kernels.{backend}.{module}:{function}" for backend in backends}
 
 
-def wired(name: str, *, module: str | None = None, **fields: Any) -> Stage:
-    """The record of stage `name` ("family.stage") with every piece the scheme names found in `module` (default:
-    the family) and the rest of its fields as given; a given field overrides its piece."""
-    family, stage = name.split(".", 1)
-    module = module or family
+def wired(name: str, **fields: Any) -> Stage:
+    """The record of stage `name` ("family.stage") with every piece the scheme names found in the family's
+    modules and the rest of its fields as given; a given field overrides its piece."""
+    module, stage = name.split(".", 1)
     where = f"stage {name} (module {module})"
     found: dict[str, Any] = {}
     if "oracle" not in fields:

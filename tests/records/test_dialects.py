@@ -29,7 +29,7 @@ from specverify.runs import session, shard
 from specverify.runs.protocol import Outcome
 from specverify.runs.verdicts import Run
 from specverify.stages.rejection import random_approx_div_worked, random_strict_q0_worked, random_strict_worked
-from specverify.strategies import rejection as draw
+from specverify.strategies import probability_tables as tables
 
 RANDOM = registry.all_stages()["rejection.random"]
 SMALL = DrawContext(small=True)
@@ -92,9 +92,9 @@ def test_dialect_draws_reach_its_ties(dialect, rule):
 
 
 def test_strict_ties_are_exact_in_f32():
-    t = draw.Tables(np.array([[0.25, 0.3, 0.7]], np.float32).repeat(3, 0), np.array(
+    t = tables.Tables(np.array([[0.25, 0.3, 0.7]], np.float32).repeat(3, 0), np.array(
         [[0.5, 0.9, 0.7]], np.float32).repeat(3, 0), np.ones((1, 3), np.float32))
-    can, tie = draw.strict_ties(np.array([0, 1, 2]), t)
+    can, tie = tables.strict_ties(np.array([0, 1, 2]), t)
     assert can.all()
     q, p = t.draft[0], t.target[0]
     assert ((tie.astype(np.float32) * q).astype(np.float32) == p).all()
@@ -104,8 +104,8 @@ def test_strict_ties_are_exact_in_f32():
 @given(dialects.judged(RANDOM, "approx_div").valid(SMALL))
 def test_approx_div_uniforms_stay_off_the_band(example):
     x = example.inputs
-    t = draw.Tables(x["target_probs"], x["draft_probs"], np.ones((1, 1), np.float32))
-    can, lo, hi = draw.approx_div_band(x["draft_token_ids"], t)
+    t = tables.Tables(x["target_probs"], x["draft_probs"], np.ones((1, 1), np.float32))
+    can, lo, hi = tables.approx_div_band(x["draft_token_ids"], t)
     u = x["uniform_probs"]
     assert not (can & (u >= lo) & (u <= hi)).any()
 
@@ -209,7 +209,7 @@ def test_division_ties_are_valid_and_our_kernels_pass_them():
     """The record's kernels divide correctly rounded (`tl.math.div_rn`): they pass where the approximate
     fixture is caught."""
     example = division_ties(512)
-    assert draw.approx_div_inexact(example)
+    assert tables.approx_div_inexact(example)
     for backend in ("torch", "triton"):
         assert verdict(ours(backend, "random"), example) == "passed"
 
@@ -240,7 +240,7 @@ def test_a_corpus_case_inside_the_approximate_division_band_is_counted_not_repla
     inside[0] = float(np.float32(x["target_probs"][0, x["draft_token_ids"][0]] /
                                  x["draft_probs"][0, x["draft_token_ids"][0]]))
     stored = replace(example, inputs={**x, "uniform_probs": inside})
-    assert draw.approx_div_inexact(stored) and draw.approx_div_inexact(example) is None
+    assert tables.approx_div_inexact(stored) and tables.approx_div_inexact(example) is None
     cases.save(tmp_path / "cases", "rejection.random", stored, {"origin": "test"})
     cases.save(tmp_path / "cases", "rejection.random", example, {"origin": "test"})
 
@@ -300,7 +300,7 @@ def test_every_stage_dividing_p_by_q_has_approx_div_with_a_worked_example_outsid
     for name in having[1:]:
         under = dialects.judged(stages[name], "approx_div")
         example = stages[name].dialects["approx_div"].worked()
-        assert draw.approx_div_inexact(example) is None
+        assert tables.approx_div_inexact(example) is None
         assert example.inputs["uniform_probs"].reshape(-1).tolist() == [above, below]
         out = oracle_outputs(under, example)["output_token_ids"]
         assert out[0, 0] == 3 and out[1].tolist() == [1, 3]     # rejected (recovered 3); accepted, then the bonus
@@ -346,4 +346,4 @@ def test_approx_div_on_sample_padded_accepts_an_approximate_division_and_catches
     ties = padded_division_ties()
     assert len(ties.inputs["uniform_probs"]) > 100
     assert verdict(target, ties).startswith("rejection.sample_padded on torch/cpu: ")
-    assert draw.approx_div_inexact(ties)   # the dialect does not judge it byte for byte
+    assert tables.approx_div_inexact(ties)   # the dialect does not judge it byte for byte

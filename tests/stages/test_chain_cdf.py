@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from specverify import env
-from specverify.oracles import rejection_cdf as oracle
-from specverify.stages.rejection_cdf import CHAIN_CDF, cdf_call, chain_cdf_snapshot_worked, chain_cdf_worked
+from specverify.oracles import rejection as oracle
+from specverify.stages.rejection import CHAIN_CDF, cdf_call, chain_cdf_snapshot_worked, chain_cdf_worked
 
 BACKENDS = ["oracle", "torch", "triton"]
 UNTOUCHED = -7
@@ -148,7 +148,7 @@ def test_row_offsets_past_2_31_on_torch():
     last request's rows start past 2**31, where an int32 offset wraps. Only that request's pick row is
     nonzero, so a wrapped read finds zeros and returns V - 1 instead of 7."""
     torch = pytest.importorskip("torch")
-    from specverify.kernels.torch.rejection_cdf import chain_cdf
+    from specverify.kernels.torch.rejection import chain_cdf
 
     batch, k, vocab = 129, 4095, 4096
     try:
@@ -172,7 +172,7 @@ def test_the_bench_input_is_on_the_exact_grid():
     """The bench tables are valid-tier tables: multiples of 2**-16 summing to at most 1 and uniforms on the
     2**-8 grid, so any summation order gives the oracle's bytes (on the H200 the softmax tables it had
     before made both kernels differ from the oracle at B >= 64)."""
-    from specverify.stages.rejection_cdf import chain_cdf_bench
+    from specverify.stages.rejection import chain_cdf_bench
 
     x = chain_cdf_bench(16, 32000, np.random.default_rng(3)).inputs
     for name in ("target_probs", "draft_probs"):

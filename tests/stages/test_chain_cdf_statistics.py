@@ -23,7 +23,7 @@ import pytest
 from scipy import stats
 
 from specverify import env
-from specverify.oracles import rejection_cdf as oracle
+from specverify.oracles import rejection as oracle
 from tests.goodness_of_fit import binomial_fit, histogram_fit
 
 ALPHA = 1e-6
@@ -50,7 +50,7 @@ def torch_kernel(**args) -> None:
     import torch
 
     env.prepare()
-    from specverify.kernels.torch.rejection_cdf import chain_cdf
+    from specverify.kernels.torch.rejection import chain_cdf
 
     tensors = {k: torch.from_numpy(v) for k, v in args.items()}
     chain_cdf(**tensors)
