@@ -93,3 +93,17 @@ def need_inclusive_offsets(name: str, cu: Any, total: int, source: str = "") -> 
     if int(cu[-1]) != total:
         raise ValueError(f"{name}: last value must equal the number of tokens {total}{because(source)}, "
                          f"got {int(cu[-1])}")
+
+
+def need_chain_tables(target_probs: Any, draft_probs: Any, batch: int, k: int, source: str) -> int:
+    """A chain's probability tables: f32 target [B, K+1, V >= 1] and draft [B, K, V] (B and K from `source`);
+    returns V."""
+    need_dtype("target_probs", target_probs, "float32")
+    need_ndim("target_probs", target_probs, 3)
+    vocab = int(target_probs.shape[-1])
+    if tuple(target_probs.shape[:2]) != (batch, k + 1) or vocab < 1:
+        raise ValueError(f"target_probs: shape must be [{batch}, {k + 1}, V >= 1] ({source}), "
+                         f"got {list(target_probs.shape)}")
+    need_dtype("draft_probs", draft_probs, "float32")
+    need_shape("draft_probs", draft_probs, (batch, k, vocab), f"{source}; V = target_probs.shape[-1]")
+    return vocab

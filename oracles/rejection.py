@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from specverify.oracles.arguments import (dtype_name, largest_count, need_at_least, need_at_most, need_dtype, need_hint,
-                                          need_inclusive_offsets, need_int, need_ndim, need_shape)
+from specverify.oracles.arguments import (dtype_name, largest_count, need_at_least, need_at_most, need_chain_tables,
+                                          need_dtype, need_hint, need_inclusive_offsets, need_int, need_ndim,
+                                          need_shape)
 
 PLACEHOLDER = -1
 INT32_MAX = 2**31 - 1
@@ -449,14 +450,7 @@ def check_chain_cdf(candidates, target_probs, draft_probs, uniform_samples, unif
         raise ValueError(f"candidates: shape must be [B, K+1] with K >= 0 (column 0 is the previous token), "
                          f"got {list(candidates.shape)}")
     k = width - 1
-    need_dtype("target_probs", target_probs, "float32")
-    need_ndim("target_probs", target_probs, 3)
-    vocab = int(target_probs.shape[-1])
-    if tuple(target_probs.shape[:2]) != (batch, k + 1) or vocab < 1:
-        raise ValueError(f"target_probs: shape must be [{batch}, {k + 1}, V >= 1] ({BK_FROM}), "
-                         f"got {list(target_probs.shape)}")
-    need_dtype("draft_probs", draft_probs, "float32")
-    need_shape("draft_probs", draft_probs, (batch, k, vocab), f"{BK_FROM}; {V_FROM}")
+    vocab = need_chain_tables(target_probs, draft_probs, batch, k, BK_FROM)
     need_dtype("uniform_samples", uniform_samples, "float32")
     need_shape("uniform_samples", uniform_samples, (batch, k + 1), BK_FROM)
     need_dtype("uniform_final", uniform_final, "float32")

@@ -12,14 +12,10 @@ import triton.language as tl
 from specverify.kernels.triton.launch import launcher, next_power_of_2
 
 
-@launcher
 @triton.jit
-def curand_uniform_kernel(seed_ptr, subsequence_ptr, offset_ptr, out_ptr, count, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    seed = tl.load(seed_ptr + row).to(tl.uint64, bitcast=True)
-    subsequence = tl.load(subsequence_ptr + row).to(tl.uint64, bitcast=True)
-    offset = tl.load(offset_ptr + row).to(tl.uint64, bitcast=True)
-    n = tl.arange(0, BLOCK).to(tl.uint64)
+def curand_uniform_at(seed, subsequence, offset, n):
+    """`curand_uniform` number n (a block of uint64 indices) after `curand_init(seed, subsequence, offset)`
+    (uint64 scalars): an f32 block."""
     within = (offset & 3) + n                       # word position from the start of the first block
     step = (offset >> 2) + (within >> 2)            # < 2^63: the low 64 bits of the counter, no carry
     zero = (n * 0).to(tl.uint32)
@@ -32,7 +28,18 @@ def curand_uniform_kernel(seed_ptr, subsequence_ptr, offset_ptr, out_ptr, count,
     w0, w1, w2, w3 = tl.philox_impl(c0, c1, c2, c3, k0, k1)
     position = within & 3
     word = tl.where(position == 0, w0, tl.where(position == 1, w1, tl.where(position == 2, w2, w3)))
-    uniform = word.to(tl.float32) * 2.3283064365386963e-10 + 1.1641532182693481e-10   # 2^-32, 2^-33
+    return word.to(tl.float32) * 2.3283064365386963e-10 + 1.1641532182693481e-10   # 2^-32, 2^-33
+
+
+@launcher
+@triton.jit
+def curand_uniform_kernel(seed_ptr, subsequence_ptr, offset_ptr, out_ptr, count, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    seed = tl.load(seed_ptr + row).to(tl.uint64, bitcast=True)
+    subsequence = tl.load(subsequence_ptr + row).to(tl.uint64, bitcast=True)
+    offset = tl.load(offset_ptr + row).to(tl.uint64, bitcast=True)
+    n = tl.arange(0, BLOCK).to(tl.uint64)
+    uniform = curand_uniform_at(seed, subsequence, offset, n)
     index = n.to(tl.int64)
     tl.store(out_ptr + row.to(tl.int64) * count + index, uniform, mask=index < count)
 

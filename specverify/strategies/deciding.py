@@ -51,8 +51,8 @@ def row_text(values: np.ndarray, drafted: int | None = None) -> str:
 
 
 def requests(x: dict) -> int:
-    for name in ("cu_num_draft_tokens", "bonus_token_ids", "candidates"):
-        if isinstance(x.get(name), np.ndarray):
+    for name in ("cu_num_draft_tokens", "bonus_token_ids", "candidates", "draft_token_ids"):
+        if isinstance(x.get(name), np.ndarray) and (name != "draft_token_ids" or x[name].ndim == 2):
             return len(x[name])
     return 0
 

@@ -1,6 +1,7 @@
-"""Probability tables for the stages that read them (`rejection.*`, `tree.*`): draft batches sized to a cell
-budget, target and draft tables with planted boundaries, and the uniforms that land on, just off and around each
-acceptance test (the record's ratio, the strict ties, the approximate division)."""
+"""Probability tables for the stages that read them (`rejection.*`, `tree.*`, `seeded.*`): draft batches sized
+to a cell budget, target and draft tables with planted boundaries, and the uniforms that land on, just off and
+around each acceptance test (the record's ratio, the strict ties, the approximate division); and chains of rows
+on a dyadic grid, whose every sum is exact in any order (the chain samplers)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,7 +10,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from specverify.records.stage import DrawContext, Example
-from specverify.strategies.blocks import DraftBatch, draft_batch, generator, label, vocab_size
+from specverify.strategies.blocks import PLACEHOLDER, DraftBatch, batch_size, draft_batch, generator, label, vocab_size
 
 TILES = (1024, 2048, 4096)          # tile widths production kernels sweep the vocabulary in
 
@@ -251,3 +252,54 @@ def approx_div_uniforms(draw, drafts: np.ndarray, t: Tables, stress: bool = Fals
     above, below = np.nextafter(hi, np.inf), np.nextafter(lo, -np.inf)
     u = np.where(can & (rng.random(len(drafts)) < rate), np.where(rng.random(len(drafts)) < 0.5, above, below), u)
     return np.where(can & (u >= lo) & (u <= hi), above, u)
+
+
+# --- chains of probability rows (`rejection.chain_cdf`, `seeded.chain_sampling`) --------------------
+
+CDF_VOCABS = (1, 2, 1023, 1024, 1025, 2049, 4097)   # one id, the kernels' tile edges, a few thousand
+SMALL_BATCH = 4    # the most requests of an interpreter draw
+@st.composite
+def cdf_vocab(draw, ctx: DrawContext) -> int:
+    """V: tile edges (1024), a few thousand, or small; the interpreter stays at or below 1025."""
+    low, high = ctx.limits("V", 1, 1025 if ctx.small else 4097)
+    edges = [v for v in CDF_VOCABS if low <= v <= high]
+    small = st.integers(low, max(low, min(high, low + 63)))
+    vocab = draw(st.one_of(st.sampled_from(edges), small) if edges else small)
+    label("vocab: V=1" if vocab == 1 else "vocab: tile edge or large" if vocab in CDF_VOCABS else "vocab: small")
+    return vocab
+
+
+@st.composite
+def chain_shape(draw, ctx: DrawContext, kind: str, vocab: int) -> tuple[int, int]:
+    """(B, K): K in 0..8, B * (K + 1) * V within the table budget, B <= SMALL_BATCH for the interpreter
+    (each program costs it tens of ms); (1, 1) for a "single" draw."""
+    if kind == "single":
+        return 1, 1
+    k = draw(st.integers(0, 8))
+    cells, tokens = table_budget(ctx)
+    most = max(1, min(tokens, cells // (vocab * (k + 1))))
+    batch = draw(batch_size(ctx, 0, min(most, SMALL_BATCH) if ctx.small else most))
+    label("chain: K=0 (bonus only)" if k == 0 else "chain: K=1" if k == 1 else "chain: K>1")
+    label("batch: B=0" if batch == 0 else "batch: B=1" if batch == 1 else "batch: B>1")
+    return batch, k
+
+
+def grid_rows(rng, shape, bits: int, zeros: float) -> np.ndarray:
+    """f32 rows of multiples of 2**-bits summing to at most 1, about `zeros` of the cells 0."""
+    w = rng.gamma(0.7, size=shape)
+    w[rng.random(shape) < zeros] = 0
+    total = w.sum(-1, keepdims=True)
+    w = w / np.where(total > 0, total, 1)
+    return (np.floor(w * 2.0**bits) / 2.0**bits).astype(np.float32)
+
+
+def drafts_from(rng, draft: np.ndarray, vocab: int, odd: float) -> np.ndarray:
+    """int64 [B, K]: each draft drawn from its q row (uniformly where the row is all zero), then a
+    fraction `odd` replaced by -1 or an out-of-vocabulary id (V, V + 7)."""
+    sums = np.cumsum(draft.astype(np.float64), -1)
+    totals = sums[..., -1] if vocab else np.zeros(draft.shape[:-1])
+    r = rng.random(draft.shape[:-1]) * totals
+    picked = np.minimum((sums <= r[..., None]).sum(-1), vocab - 1)
+    picked = np.where(totals > 0, picked, rng.integers(0, vocab, draft.shape[:-1]))
+    special = rng.choice(np.array([PLACEHOLDER, vocab, vocab + 7]), draft.shape[:-1])
+    return np.where(rng.random(draft.shape[:-1]) < odd, special, picked).astype(np.int64)

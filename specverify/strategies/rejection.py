@@ -18,9 +18,9 @@ from specverify.records.values import POISON_A, filled, output_value, output_val
 from specverify.strategies.blocks import (PLACEHOLDER, DraftBatch, aim, batch_size, bound, draft_batch, generator,
                                           inclusive_offsets, invalid, label, layout, mode, one_invalid, request_rows,
                                           short, token_ids, vocab_size)
-from specverify.strategies.probability_tables import (approx_div_uniforms, request_of_tokens, sized_batch,
-                                                      strict_q0_uniforms, strict_uniforms, table_budget, tables,
-                                                      uniforms)
+from specverify.strategies.probability_tables import (approx_div_uniforms, cdf_vocab, chain_shape, drafts_from,
+                                                      grid_rows, request_of_tokens, sized_batch, strict_q0_uniforms,
+                                                      strict_uniforms, table_budget, tables, uniforms)
 
 
 @st.composite
@@ -643,61 +643,12 @@ def sample_padded_invalid(draw, ctx: DrawContext) -> Example:
 # --- rejection.chain_cdf ------------------------------------------------------------------------------------
 
 f32 = np.float32
-CDF_VOCABS = (1, 2, 1023, 1024, 1025, 2049, 4097)   # one id, the kernels' tile edges, a few thousand
-SMALL_BATCH = 4    # the most requests of an interpreter draw
 PLANTS = ("ties", "equal rows", "q zero at draft", "q above one", "zero bonus row", "boundary", "u_final 0 or 1",
           "placeholder bait")
 
 
-@st.composite
-def cdf_vocab(draw, ctx: DrawContext) -> int:
-    """V: tile edges (1024), a few thousand, or small; the interpreter stays at or below 1025."""
-    low, high = ctx.limits("V", 1, 1025 if ctx.small else 4097)
-    edges = [v for v in CDF_VOCABS if low <= v <= high]
-    small = st.integers(low, max(low, min(high, low + 63)))
-    vocab = draw(st.one_of(st.sampled_from(edges), small) if edges else small)
-    label("vocab: V=1" if vocab == 1 else "vocab: tile edge or large" if vocab in CDF_VOCABS else "vocab: small")
-    return vocab
-
-
-@st.composite
-def chain_shape(draw, ctx: DrawContext, kind: str, vocab: int) -> tuple[int, int]:
-    """(B, K): K in 0..8, B * (K + 1) * V within the table budget, B <= SMALL_BATCH for the interpreter
-    (each program costs it tens of ms); (1, 1) for a "single" draw."""
-    if kind == "single":
-        return 1, 1
-    k = draw(st.integers(0, 8))
-    cells, tokens = table_budget(ctx)
-    most = max(1, min(tokens, cells // (vocab * (k + 1))))
-    batch = draw(batch_size(ctx, 0, min(most, SMALL_BATCH) if ctx.small else most))
-    label("chain: K=0 (bonus only)" if k == 0 else "chain: K=1" if k == 1 else "chain: K>1")
-    label("batch: B=0" if batch == 0 else "batch: B=1" if batch == 1 else "batch: B>1")
-    return batch, k
-
-
-def grid_rows(rng, shape, bits: int, zeros: float) -> np.ndarray:
-    """f32 rows of multiples of 2**-bits summing to at most 1, about `zeros` of the cells 0."""
-    w = rng.gamma(0.7, size=shape)
-    w[rng.random(shape) < zeros] = 0
-    total = w.sum(-1, keepdims=True)
-    w = w / np.where(total > 0, total, 1)
-    return (np.floor(w * 2.0**bits) / 2.0**bits).astype(f32)
-
-
 def grid_uniforms(rng, shape, bits: int) -> np.ndarray:
     return (rng.integers(0, 2**bits, shape) / 2.0**bits).astype(f32)
-
-
-def drafts_from(rng, draft: np.ndarray, vocab: int, odd: float) -> np.ndarray:
-    """int64 [B, K]: each draft drawn from its q row (uniformly where the row is all zero), then a
-    fraction `odd` replaced by -1 or an out-of-vocabulary id (V, V + 7)."""
-    sums = np.cumsum(draft.astype(np.float64), -1)
-    totals = sums[..., -1] if vocab else np.zeros(draft.shape[:-1])
-    r = rng.random(draft.shape[:-1]) * totals
-    picked = np.minimum((sums <= r[..., None]).sum(-1), vocab - 1)
-    picked = np.where(totals > 0, picked, rng.integers(0, vocab, draft.shape[:-1]))
-    special = rng.choice(np.array([PLACEHOLDER, vocab, vocab + 7]), draft.shape[:-1])
-    return np.where(rng.random(draft.shape[:-1]) < odd, special, picked).astype(np.int64)
 
 
 def pick_inputs(x: dict, q_range: bool = True) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
