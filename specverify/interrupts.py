@@ -8,8 +8,9 @@ it: a signal there (in a kernel call, in a wait on a worker) raises at once. A d
 next `checkpoint()`: the start of the next example, the next check, the next target, the end of the zone.
 
 Nor is it raised inside an import that may not be cut (numpy's native part, a module that registers names:
-cut, it could not be imported again, and the reports need it), nor in this module's bookkeeping or code marked
-`atomic` (a timer being set or cleared). Imports of torch, Triton and our kernels may be cut (the longest;
+cut, it could not be imported again, and the reports need it), nor while a native module initializes (Triton's
+creates enums by calling back into Python: an exception there aborts the process), nor in this module's
+bookkeeping or code marked `atomic` (a timer being set or cleared). Imports of torch, Triton and our kernels may be cut (the longest;
 nothing after the signal needs them). Until the interrupt is `caught()` by the command, a watcher thread
 signals the main thread again every `AGAIN` seconds while no `Interrupted` is on its way up: so a signal
 that came at such a moment lands as soon as it is past, and one that native code swallowed (torch's import
@@ -31,6 +32,7 @@ from typing import Callable, Iterator
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 IMPORTING = "<frozen importlib._bootstrap>"   # the code of an import under way
 CUT_SHORT = ("torch", "triton", "specverify.kernels")   # imports a signal may cut: nothing after it needs them
+NATIVE_INIT = ("create_module", "exec_module")   # an ExtensionFileLoader's steps: a native module's init
 AGAIN = 0.1          # seconds between the watcher's signals while an interrupt has not landed
 
 
@@ -86,7 +88,7 @@ def _handle(number: int, frame) -> None:
         _pending, _number = signal.Signals(number).name, number
     if frame is not None and (frame.f_code.co_filename == __file__ or frame.f_code in _atomic):
         return                      # bookkeeping: the watcher signals again
-    if not any(not _may_cut(name) for name in _imports(frame)):
+    if not _import_holds(frame):
         checkpoint()
 
 
@@ -105,14 +107,18 @@ def _may_cut(module: str) -> bool:
     return any(module == cut or module.startswith(cut + ".") for cut in CUT_SHORT)
 
 
-def _imports(frame) -> list[str]:
-    """The modules being imported, innermost first."""
-    found = []
+def _import_holds(frame) -> bool:
+    """Whether an import under way keeps a signal from raising: one that may not be cut, or the initialization
+    of a native module (an exception raised in the Python it calls back may end the process: pybind11 aborts)."""
     while frame is not None:
-        if frame.f_code.co_filename == IMPORTING and frame.f_code.co_name == "_find_and_load":
-            found.append(str(frame.f_locals.get("name", "")))
+        code = frame.f_code
+        if code.co_filename == IMPORTING and code.co_name == "_find_and_load":
+            if not _may_cut(str(frame.f_locals.get("name", ""))):
+                return True
+        elif code.co_name in NATIVE_INIT and type(frame.f_locals.get("self")).__name__ == "ExtensionFileLoader":
+            return True
         frame = frame.f_back
-    return found
+    return False
 
 
 def _unraisable(hook):

@@ -52,7 +52,7 @@ def test_bench_tables_are_realistic(stage):
 def test_reads_vocab_picks_the_table_stages():
     assert {s.name for s in STAGES if sweep.reads_vocab(s)} == {
         "rejection.random", "rejection.recovered", "rejection.sample", "rejection.sample_padded",
-        "rejection.chain_cdf", "tree.sample_target_only"}
+        "rejection.chain_cdf", "seeded.chain_sampling", "tree.sample_target_only"}
 
 
 def test_settings_travel_as_a_probe_name():

@@ -214,3 +214,30 @@ def test_zones_stay_balanced_under_a_storm_of_signals():
                 sender.join()
                 interrupts.caught()
     assert landed > 10 and interrupts._zones == []
+
+
+class ExtensionFileLoader:
+    """Stands for importlib's loader of native modules: the handler knows it by name."""
+
+    raised_inside = False
+
+    def exec_module(self, module=None):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)     # the handler runs here, as in Python a native init calls back
+            sum(range(10_000))
+        except interrupts.Interrupted:
+            ExtensionFileLoader.raised_inside = True
+            raise
+
+
+def test_a_signal_while_a_native_module_initializes_waits_until_it_is_done():
+    """Raised in Python that a native module's init calls (Triton's enums), an exception aborts the process
+    (SIGABRT in CI): the signal is recorded there and raised once the init is over."""
+    with interrupts.installed():
+        with pytest.raises(interrupts.Interrupted):
+            ExtensionFileLoader().exec_module()
+            assert interrupts.pending() == "SIGINT"
+            for _ in range(100):
+                time.sleep(0.01)                    # the watcher signals again
+        interrupts.caught()
+    assert not ExtensionFileLoader.raised_inside
