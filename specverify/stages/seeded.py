@@ -106,15 +106,17 @@ Invalid: draft_token_ids not int32 [B, K] or holding an id below -1; probability
 counters or outputs of another dtype or shape (target [B, K+1, V >= 1], draft [B, K, V], seed and offset int64
 [B], the counters int32 [B], output_token_ids int32 [B, K+1]).""",
     tiers={
-        "valid": "V from 1 to a few thousand (1, 2, 1023, 1024, 1025, 2049, 4097 or small; at most 1025 for the "
-                 "interpreter, with B <= 4), K from 0 to 8, B from 0 with B*(K+1)*V bounded. Probabilities are "
-                 "multiples of 2**-bits (bits 2, 4, 8 or 16) with row sums <= 1 and 0, 50 or 90 % zero cells; "
-                 "drafts drawn from their q row, with -1 and out-of-vocabulary ids mixed in; seeds below 2^63 and "
-                 "offsets below 2^40, counters from 0 to 999. Planted: a draw of exactly 1.0 at an acceptance, "
-                 "the count or the pick (states found by search), ties p = f32(U * q) made from the request's own "
-                 "stream (with U_i or U_{i+1}), q = p on whole requests (an all-zero row: -1), an all-zero bonus "
-                 "row, seeds next to 2^64, offsets 1, 2, 3, 5, 2^34 + 3 and next to 2^64, rows sharing one seed "
-                 "and offset or with offsets K + 2 apart, and bait in the cells just before a -1 draft's rows.",
+        "valid": "V from 1 to a few thousand (1, 2, 1023, 1024, 1025, 2049, 4097 or small, and half the draws just "
+                 "past a 1024-cell tile: 1025, 2049 or 4097; at most 1025 for the interpreter, with B <= 4), K from 0 "
+                 "to 8, B from 0 with B*(K+1)*V bounded. Probabilities are multiples of 2**-bits (bits 2, 4, 8 or 16) "
+                 "with row sums <= 1 and 0, 50 or 90 % zero cells; drafts drawn from their q row, with -1 and out-of-"
+                 "vocabulary ids mixed in; seeds below 2^63 and offsets below 2^40, counters from 0 to 999. Planted: a"
+                 " draw of exactly 1.0 at an acceptance, the count or the pick (states found by search), ties p = "
+                 "f32(U * q) made from the request's own stream (with U_i or U_{i+1}), q = p on whole requests (an "
+                 "all-zero row: -1), an all-zero bonus row, seeds next to 2^64, offsets 1, 2, 3, 5, 2^34 + 3 and next "
+                 "to 2^64, rows sharing one seed and offset or with offsets K + 2 apart, bait in the cells just before"
+                 " a -1 draft's rows, and rows led by cell 0 (3/4 of the mass, q = 0 there) with a positive last cell "
+                 "(q = 0 there too), so the pick is mostly token 0 with positive cells in the last tile.",
         "invalid": "One rule broken: a draft id of -2, a seed per request plus one, any field of the wrong dtype, "
                    "rank or length.",
     },

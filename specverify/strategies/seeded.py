@@ -20,7 +20,7 @@ from specverify.strategies.probability_tables import cdf_vocab, chain_shape, dra
 
 f32 = np.float32
 PLANTS = ("draw of 1.0", "ties", "equal rows", "zero bonus row", "seeds near 2^64", "odd offsets",
-          "colliding rows", "placeholder bait")
+          "colliding rows", "placeholder bait", "first cell leads")
 # (seed, subsequence, n): curand word n after curand_init(seed, subsequence, 0) is one of the 128 that give a
 # curand_uniform of exactly 1.0 (found by a search over the port; tests/stages/test_seeded.py checks each)
 ONE_WORDS = ((24301, 0, 14565860), (2**64 - 3, 0, 55248742), (24301, 1, 39428595), (2**64 - 3, 1, 5309952),
@@ -61,6 +61,10 @@ def plant(rng, chosen: set, x: dict) -> None:
                 hit = [w for w in ONE_WORDS if w[1] == b][rng.integers(0, 2)]
                 j = int(rng.integers(0, k + 2))
                 seed[b], offset[b] = as_int64([hit[0], hit[2] - j])
+    if "first cell leads" in chosen:    # cell 0 holds most of every row's mass and the last cell some: the pick is
+        lead = rng.random(batch) < 0.5  # mostly v = 0, with positive cells in the last tile (a kernel that lets a
+        p[lead, :, 0], p[lead, :, -1] = f32(0.75), f32(2.0**-4)     # later tile overwrite it is seen)
+        q[lead, :, 0], q[lead, :, -1] = 0, 0
     if "equal rows" in chosen:          # q = p: accepted while p(d) > 0; a rejection leaves an all-zero row
         rows = rng.random(batch) < 0.4
         q[rows] = p[rows, :k]
@@ -101,10 +105,17 @@ def coverage_labels(x: dict) -> None:
         label(text)
 
 
+def multi_tile(ctx: DrawContext):
+    """V just past a vocabulary tile of the kernels (1024 cells): two tiles or more, the last one short."""
+    low, high = ctx.limits("V", 1, 1025 if ctx.small else 4097)
+    edges = [v for v in (1025, 2049, 4097) if low <= v <= high]
+    return st.sampled_from(edges) if edges else cdf_vocab(ctx)
+
+
 @st.composite
 def chain_sampling_valid(draw, ctx: DrawContext) -> Example:
     kind = draw(mode())
-    vocab = draw(cdf_vocab(ctx))
+    vocab = draw(st.one_of(cdf_vocab(ctx), multi_tile(ctx)))
     batch, k = draw(chain_shape(ctx, kind, vocab))
     rng = draw(generator())
     bits = draw(st.sampled_from([2, 4, 8, 16, 16]))
