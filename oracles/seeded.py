@@ -63,6 +63,14 @@ def pick(res, u) -> int:
     return int(np.flatnonzero(positive)[-1]) if positive.any() else PLACEHOLDER
 
 
+def request_uniforms(seed, offset, k: int) -> np.ndarray:
+    """[B, K+2] f32: the uniforms each request b may draw (`curand_init(seed[b], b, offset[b])`; `seed` and
+    `offset` int64 [B] holding uint64 bit patterns)."""
+    rows = np.arange(len(seed), dtype=np.uint64)
+    return curand_uniforms(np.asarray(seed, np.int64).view(np.uint64), rows,
+                           np.asarray(offset, np.int64).view(np.uint64), k + 2)
+
+
 def sample_row(drafts, p_rows, q_rows, uniforms) -> tuple[list[int], int, int]:
     """(the K + 1 output tokens, accepted, emitted) of one request, uniforms U_0, U_1, .. of its stream."""
     k = len(drafts)
@@ -89,9 +97,7 @@ def chain_sampling(*, draft_probs, draft_token_ids, target_probs, seed, offset, 
                                        output_accepted_token_num, output_emitted_draft_token_num)
     if batch == 0:
         return
-    rows = np.arange(batch, dtype=np.uint64)
-    uniforms = curand_uniforms(seed.astype(np.int64).view(np.uint64), rows, offset.astype(np.int64).view(np.uint64),
-                               k + 2)
+    uniforms = request_uniforms(seed, offset, k)
     for b in range(batch):
         tokens, accepted, emitted = sample_row(draft_token_ids[b], target_probs[b], draft_probs[b], uniforms[b])
         output_token_ids[b] = tokens

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import torch
 
+from specverify.oracles.generators import ROUND_MULTIPLIERS, ROUNDS, WEYL
+
 MASK32 = 0xFFFFFFFF
-ROUND_MULTIPLIERS = (0xD2511F53, 0xCD9E8D57)
-WEYL = (0x9E3779B9, 0xBB67AE85)
 
 
 def _multiply(constant: int, word: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -21,7 +21,7 @@ def _multiply(constant: int, word: torch.Tensor) -> tuple[torch.Tensor, torch.Te
 
 def philox4x32_10(c0, c1, c2, c3, k0, k1) -> tuple[torch.Tensor, ...]:
     """The Philox4x32-10 block on int64 tensors holding 32-bit words (broadcast together)."""
-    for r in range(10):
+    for r in range(ROUNDS):
         if r:
             k0, k1 = (k0 + WEYL[0]) & MASK32, (k1 + WEYL[1]) & MASK32
         hi0, lo0 = _multiply(ROUND_MULTIPLIERS[0], c0)

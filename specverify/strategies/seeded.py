@@ -12,8 +12,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from specverify.oracles.generators import curand_uniforms
-from specverify.oracles.seeded import sample_row
+from specverify.oracles.seeded import request_uniforms, sample_row
 from specverify.records.stage import Buffer, DrawContext, Example
 from specverify.strategies.blocks import PLACEHOLDER, generator, invalid, label, mode, one_invalid, short
 from specverify.strategies.probability_tables import cdf_vocab, chain_shape, drafts_from, grid_rows
@@ -34,9 +33,7 @@ def as_int64(values) -> np.ndarray:
 
 def stream(x: dict) -> np.ndarray:
     """[B, K+2] f32: the uniforms each request draws (row b's stream, seed[b], offset[b])."""
-    batch, k = x["draft_token_ids"].shape
-    return curand_uniforms(x["seed"].view(np.uint64), np.arange(batch, dtype=np.uint64), x["offset"].view(np.uint64),
-                           k + 2)
+    return request_uniforms(x["seed"], x["offset"], x["draft_token_ids"].shape[1])
 
 
 def plant(rng, chosen: set, x: dict) -> None:

@@ -16,6 +16,7 @@ tl = pytest.importorskip("triton.language")
 from specverify.kernels.torch import generators as torch_generators  # noqa: E402
 from specverify.kernels.triton import generators as triton_generators  # noqa: E402
 from specverify.oracles import generators  # noqa: E402
+from specverify.strategies import seeded as seeded_fields  # noqa: E402
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 # states that reach every carry and edge of curand_init: seeds across the 32-bit halves and at 2^64 - 1,
@@ -26,7 +27,7 @@ OFFSETS = [0, 3, 4, 2**34 + 3, 7, 2**64 - 5, 1, 2]
 
 
 def as_int64(values) -> torch.Tensor:
-    return torch.tensor(np.array(values, dtype=np.uint64).view(np.int64))
+    return torch.from_numpy(seeded_fields.as_int64(values))
 
 
 @pytest.mark.parametrize("counter, key, words", generators.PHILOX_KNOWN_ANSWERS)
