@@ -11,10 +11,12 @@ Nor is it raised inside an import that may not be cut (numpy's native part, a mo
 cut, it could not be imported again, and the reports need it), nor while a native module initializes (Triton's
 creates enums by calling back into Python: an exception there aborts the process), nor in this module's
 bookkeeping or code marked `atomic` (a timer being set or cleared). Imports of torch, Triton and our kernels may be cut (the longest;
-nothing after the signal needs them). Until the interrupt is `caught()` by the command, a watcher thread
-signals the main thread again every `AGAIN` seconds while no `Interrupted` is on its way up: so a signal
-that came at such a moment lands as soon as it is past, and one that native code swallowed (torch's import
-of numpy drops any exception) is raised again. Python also swallows what a garbage-collector callback or a
+nothing after the signal needs them). Nor while an `Interrupted` is on its way up: the main thread is
+handling one (an `except`, `finally` or `__exit__` it passes through, a handler's cleanup). Until the interrupt
+is `caught()` by the command, a watcher thread signals the main thread again every `AGAIN` seconds: so a
+signal that came at such a moment lands as soon as it is past, and one that was swallowed (native code that
+drops or keeps any exception, as torch's import of numpy does; an `except BaseException` that goes on) is
+raised again. Python also swallows what a garbage-collector callback or a
 finalizer raises; `installed` sets an unraisable hook that drops an `Interrupted` silently there.
 
 Nothing heavy is imported here: `installed` runs before the rest of the suite is imported, so a signal during
@@ -25,9 +27,8 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-import weakref
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 IMPORTING = "<frozen importlib._bootstrap>"   # the code of an import under way
@@ -45,8 +46,6 @@ class Interrupted(BaseException):
         super().__init__(why)
         self.why = why
         self.outcomes: list = []
-        global _in_flight
-        _in_flight = weakref.ref(self)
 
 
 _pending: str | None = None      # the first signal's name, once one came
@@ -54,7 +53,6 @@ _number = signal.SIGINT          # and its number
 _caught = False                  # the command took the interrupt: nothing more is raised
 _zones: list[bool] = []          # innermost last: True where Interrupted may be raised at once
 _atomic: set = set()             # code objects the handler never raises in
-_in_flight: Callable[[], object] = lambda: None     # the last Interrupted raised, while it lives
 _over = threading.Event()        # set when the watcher is to end (never touched by the handler: it takes no lock)
 
 
@@ -88,15 +86,26 @@ def _handle(number: int, frame) -> None:
         _pending, _number = signal.Signals(number).name, number
     if frame is not None and (frame.f_code.co_filename == __file__ or frame.f_code in _atomic):
         return                      # bookkeeping: the watcher signals again
-    if not _import_holds(frame):
+    if not _on_its_way() and not _import_holds(frame):
         checkpoint()
 
 
+def _on_its_way() -> bool:
+    """Whether the main thread is handling an Interrupted (it, or an exception raised while handling it)."""
+    exc, seen = sys.exc_info()[1], set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, Interrupted):
+            return True
+        seen.add(id(exc))
+        exc = exc.__context__
+    return False
+
+
 def _watch(main: int) -> None:
-    """The watcher thread: once a signal came, signal the main thread again every AGAIN seconds while no
-    Interrupted is on its way up, until the command caught it or the run is over."""
+    """The watcher thread: once a signal came, signal the main thread again every AGAIN seconds until the
+    command caught it or the run is over (the handler decides whether to raise)."""
     while not _over.wait(AGAIN):
-        if _pending is not None and not _caught and _in_flight() is None:
+        if _pending is not None and not _caught:
             try:
                 signal.pthread_kill(main, _number)
             except (OSError, ValueError):
@@ -156,8 +165,8 @@ def installed() -> Iterator[None]:
 
 def reset() -> None:
     """Forget a signal that came (tests, and a new run in the same process)."""
-    global _pending, _caught, _in_flight
-    _pending, _caught, _in_flight = None, False, lambda: None
+    global _pending, _caught
+    _pending, _caught = None, False
     _over.clear()
 
 

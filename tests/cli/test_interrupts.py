@@ -38,6 +38,11 @@ def processes_marked(mark: str) -> list[int]:
     return found
 
 
+# `python -m specverify`, with every thread's stack written to its output on SIGUSR1 (a run that hangs)
+DUMPABLE = ("import faulthandler, runpy, signal, sys; faulthandler.register(signal.SIGUSR1, all_threads=True); "
+            "sys.argv[0] = 'specverify'; runpy.run_module('specverify', run_name='__main__', alter_sys=True)")
+
+
 def interrupted_at(moment: tuple[str, float], argv: list[str], tmp_path: Path, number=signal.SIGINT,
                    again: bool = True) -> dict:
     """Start `specverify ARGV --report r.json`, send the signal at `moment` (`delay` seconds after the first
@@ -49,7 +54,7 @@ def interrupted_at(moment: tuple[str, float], argv: list[str], tmp_path: Path, n
     report = tmp_path / f"r-{delay}.json"
     env = {**os.environ, "SPECVERIFY_TEST_MARK": mark,
            "PYTHONPATH": os.pathsep.join([str(ROOT), str(DOMAIN), os.environ.get("PYTHONPATH", "")])}
-    run = subprocess.Popen([sys.executable, "-m", "specverify", *argv, "--report", str(report)], cwd=tmp_path,
+    run = subprocess.Popen([sys.executable, "-c", DUMPABLE, *argv, "--report", str(report)], cwd=tmp_path,
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(run.stdout), daemon=True)
@@ -62,7 +67,14 @@ def interrupted_at(moment: tuple[str, float], argv: list[str], tmp_path: Path, n
         pytest.fail(f"the run ended before its signal at {moment}: {''.join(lines)[-2000:]}")
     run.send_signal(number)
     sent = time.monotonic()
-    run.wait(timeout=60)
+    try:
+        run.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        run.send_signal(signal.SIGUSR1)       # where every thread of the run is, for the failure's message
+        time.sleep(2)
+        run.kill()
+        reader.join(10)
+        pytest.fail(f"still running 60 s after {signal.Signals(number).name} at {moment}:\n{''.join(lines)[-8000:]}")
     took = time.monotonic() - sent
     reader.join(10)
     out, name = "".join(lines), signal.Signals(number).name
