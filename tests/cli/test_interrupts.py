@@ -253,3 +253,43 @@ def test_a_signal_while_a_native_module_initializes_waits_until_it_is_done():
                 time.sleep(0.01)                    # the watcher signals again
         interrupts.caught()
     assert not ExtensionFileLoader.raised_inside
+
+
+def test_an_interrupt_that_is_swallowed_and_kept_alive_is_raised_again():
+    """Code that catches the Interrupted and goes on while keeping it (a stored traceback, native code that
+    holds what it fetched) does not end the interrupt: the watcher signals again and the next one lands."""
+    kept, again = [], False
+    with interrupts.installed():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            sum(range(10_000))
+        except interrupts.Interrupted as exc:
+            kept.append(exc)                        # swallowed, alive
+        try:
+            end = time.monotonic() + 5
+            while time.monotonic() < end:
+                sum(range(1_000))
+        except interrupts.Interrupted as exc:
+            again = exc is not kept[0]
+        interrupts.caught()
+    assert kept and again
+
+
+def test_no_second_interrupt_while_one_is_handled():
+    """While an Interrupted is on its way up (a `finally` it passes through that waits), the signals the
+    watcher sends again raise nothing: the cleanup finishes."""
+    cleaned = False
+    with interrupts.installed():
+        with pytest.raises(interrupts.Interrupted) as raised:
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                sum(range(10_000))
+            finally:
+                try:
+                    raise OSError("a cleanup step that fails and is handled")
+                except OSError:
+                    time.sleep(0.5)                 # five of the watcher's signals land here
+                time.sleep(0.5)
+                cleaned = True
+        interrupts.caught()
+    assert cleaned and raised.value.why == "SIGINT"
