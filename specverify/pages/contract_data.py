@@ -231,7 +231,33 @@ def stage_data(stage: Stage) -> dict:
             "not_drawn": [t for t in TIERS if t not in drawn and t not in stage.tiers],
             "worked": None if stage.worked is None else worked_data(stage, stage.worked(),
                                                                      inspect.getdoc(stage.worked)),
-            "declarable": declarable_items(stage), "dialects": dialect_data(stage)}
+            "declarable": declarable_items(stage), "dialects": dialect_data(stage),
+            "randomness": randomness_text(stage)}
+
+
+def randomness_text(stage: Stage) -> str:
+    """What a sampling stage's random numbers are and how an implementation declares its own ("" for none)."""
+    from specverify.judge.laws import FAMILY_ALPHA
+
+    source = stage.randomness
+    if source is None:
+        return ""
+    if source.protocol is None:
+        replay = (f"The oracle uses the uniforms it is given ({', '.join(f'`{f}`' for f in source.fields)}): an "
+                  f"implementation that uses them is judged byte for byte (declare nothing, or "
+                  f"`randomness = \"inputs\"`).")
+    else:
+        table = ", ".join(f'{k} = "{v}"' for k, v in vars(source.protocol).items())
+        replay = (f"The oracle regenerates the stream: {source.replayed()}. An implementation that draws exactly "
+                  f"this stream is judged byte for byte (declare nothing, or the protocol table `[randomness]` "
+                  f"{table}; a table with any other value is refused).")
+    return (f"{replay} An implementation with random numbers of its own declares `randomness = \"own\"`: the "
+            f"`distribution` check then judges its outputs by the laws of speculative sampling on fixed panels "
+            f"(the accepted-length law, the acceptance and the emitted token's law at every position, rows of one "
+            f"launch and successive calls independent, the same bytes for the same seed and offset where they key "
+            f"the generator; a family-wise false-alarm rate of {FAMILY_ALPHA:g}), and every other check judges by "
+            f"bytes only what no draw decides: inputs unchanged, nothing written outside the rows the contract "
+            f"writes, guards and gaps intact. `--check distribution` asks it of any implementation.")
 
 
 def declarable_items(stage: Stage) -> list[str]:

@@ -181,6 +181,9 @@ def stage_page(page: Page, stage: dict) -> None:
         page.heading("What a declared domain may restrict")
         page.prose("Each with its reason, in a `--declare` file or a vendor's table (README: Declared domains):\n"
                    + "\n".join(f"- {item}" for item in stage["declarable"]))
+    if stage.get("randomness"):
+        page.heading("Random numbers")
+        page.prose(stage["randomness"])
     for d in stage["dialects"]:
         page.heading(Text.assemble(("Dialect ", HEADING), (d["name"], f"{HEADING} {CODE}")))
         page.prose(sentence(d["doc"]))

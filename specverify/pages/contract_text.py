@@ -172,6 +172,8 @@ def stage_markdown(s: dict) -> str:
         out += ["### What a declared domain may restrict", "",
                 *wrap("Each with its reason, in a `--declare` file or a vendor's table (README: Declared domains):"),
                 "", *[f"- {prose(item)}" for item in s["declarable"]], ""]
+    if s.get("randomness"):
+        out += ["### Random numbers", "", *wrap(prose(s["randomness"])), ""]
     for d in s["dialects"]:
         out += [f"### Dialect `{d['name']}`", "", sentence(prose(d["doc"])), "", prose(d["rule"]), "", ours(d), ""]
         out += worked_markdown(d["worked"])

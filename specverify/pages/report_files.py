@@ -83,7 +83,7 @@ def story(o) -> str:
 
 def outcome_json(o) -> dict:
     return {"stage": o.stage, "backend": o.backend, "device": o.device, "check": o.check, "status": o.status,
-            "source": o.source, "dialect": o.dialect, "examples": o.examples, "planned": o.planned,
+            "source": o.source, "dialect": o.dialect, "randomness": o.randomness, "acceptance": o.acceptance, "examples": o.examples, "planned": o.planned,
             "found_after": o.found_after,
             "seconds": round(o.seconds, 3), "kind": o.kind, "headline": o.headline, "report": story(o),
             "case": absolute(o.case) if o.case else None, "coverage": dict(o.coverage), "measures": o.measures,
@@ -141,6 +141,8 @@ def junit(run: Run) -> JUnitXml:
             suites[key] = suite = TestSuite(f"{o.stage} on {o.backend}/{o.device}{under}")
             suite.add_property("source", o.source)
             suite.add_property("sha256", str(o.fingerprint.get("sha256")))
+            if o.randomness:
+                suite.add_property("randomness", o.randomness)
         case = TestCase(f"{o.check}[{o.backend}-{o.device}]", classname=f"{owner}.{o.stage}", time=round(o.seconds, 3))
         if o.status in ("failed", "error"):
             result = (Failure if o.status == "failed" else Error)(o.headline, o.kind or o.status)

@@ -51,7 +51,7 @@ FIELD_KEYS = {"layout", "dtypes", "given", "reason"}
 SCALAR_DTYPES = {"int", "float", "bool"}   # Python scalars: their type is no dtype a domain may narrow
 TOP_KEYS = ("fields", "bounds", "values", "excludes")
 VALUES_KEYS = ("in", "reason")
-DECLARATION_KEYS = ("impl", "domain", "dialect", "validates", "interpreted")
+DECLARATION_KEYS = ("impl", "domain", "dialect", "validates", "interpreted", "randomness")
 DECLARED_INTERPRETED = "its declaration says its kernels run in Triton's interpreter"
 MAX_DECLARATION = 1 << 16     # bytes of a --declare file
 LARGEST = 1 << 64             # no value in a bound's expression may pass this (a declaration cannot stall the judge)
@@ -468,9 +468,10 @@ def evaluate(prefix: str, text: str, expression: str) -> float:
 
 
 def declared(target: Target, entry: dict, where: str) -> Target:
-    """`target` with the declaration `entry` ({"domain", "dialect", "validates", "interpreted"}; "impl" is
-    read by the caller) applied: its Domain (None when it declares neither a domain nor validation), its
-    dialect, and `interpreted = true` (its kernels run in Triton's interpreter: it is drawn small shapes)."""
+    """`target` with the declaration `entry` ({"domain", "dialect", "validates", "interpreted", "randomness"};
+    "impl" is read by the caller) applied: its Domain (None when it declares neither a domain nor validation), its
+    dialect, `interpreted = true` (its kernels run in Triton's interpreter: it is drawn small shapes) and where
+    its random numbers come from (`specverify.records.randomness`)."""
     only_known_keys(f"{where}: {target.stage.name}", entry, DECLARATION_KEYS)
     dialect, validates = entry.get("dialect", ""), entry.get("validates", False)
     interpreted = entry.get("interpreted", False)
@@ -490,13 +491,17 @@ def declared(target: Target, entry: dict, where: str) -> Target:
         if dialects.problem(record, dialect):
             raise DomainError(f"{where}: {dialects.problem(record, dialect)}")
         record = dialects.judged(record, dialect)
+    if "randomness" in entry:
+        from specverify.records import randomness
+
+        record = randomness.declared(record, entry["randomness"], where, DomainError)
     return replace(target, stage=record, dialect=dialect, domain=None if empty else domain,
                    interpreted=DECLARED_INTERPRETED if interpreted else target.interpreted)
 
 
 def load(path: Path) -> dict:
-    """The declaration in a --declare TOML file (keys domain, dialect, validates); DomainError when it
-    cannot be read or is not TOML."""
+    """The declaration in a --declare TOML file (keys domain, dialect, validates, interpreted, randomness);
+    DomainError when it cannot be read or is not TOML."""
     where = f"--declare {path}"
     data = bounded.read_data(Path(path), MAX_DECLARATION, "toml", where, DomainError)
     if "impl" in data:

@@ -267,6 +267,10 @@ class Stage:
     # host hints: optional int inputs giving a bound a kernel may size its launch by on the host instead of
     # reading the device; a declared `given = true` on one matters to the no-sync check (specverify.runs.beyond_domain)
     hints: tuple[str, ...] = ()
+    # sampling stages: where their random numbers come from and their distribution-tier panels
+    # (`specverify.records.randomness`); `own_randomness`: judged as an implementation that declared its own
+    randomness: Any = None
+    own_randomness: bool = False
 
     @property
     def family(self) -> str:

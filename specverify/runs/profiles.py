@@ -30,6 +30,7 @@ class Profile:
     example_timeout: float | None = 300.0   # seconds per call
     target_timeout: float | None = None     # seconds per target, all its checks
     worker_memory: int | None = 8 << 30    # bytes of address space a CPU worker may map (RLIMIT_AS)
+    distribution_rows: int = 20_000         # the distribution tier: independent rows per panel launch
 
     def count(self, tier: str, examples: int | None = None) -> int:
         """Examples for a tier; `examples` (--examples) sets the valid tier, the others scale with it."""
@@ -60,7 +61,8 @@ class Profile:
 PROFILES = {
     "ci": Profile("ci", {"valid": 100, "hazard": 25, "invalid": 25}, randomized=False, database=False,
                   target_timeout=900.0),
-    "nightly": Profile("nightly", {"valid": 1000, "hazard": 250, "invalid": 250}, randomized=True, database=True),
+    "nightly": Profile("nightly", {"valid": 1000, "hazard": 250, "invalid": 250}, randomized=True, database=True,
+                       distribution_rows=200_000),
     "conformance": Profile("conformance", {"valid": 200, "hazard": 50, "invalid": 50}, randomized=False,
                            database=False, isolated=True, guard_check=True, example_timeout=120.0,
                            target_timeout=1800.0),

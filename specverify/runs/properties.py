@@ -197,6 +197,8 @@ def device_count(device: str) -> int:
 def on_devices(target: Target) -> str | None:
     if target.stage.host or target.backend.host_only:
         return "host code"
+    if target.stage.own_randomness:
+        return "its random numbers are its own (declared): no two calls need give the same bytes"
     count = device_count(target.device)
     return None if count >= 2 else f"needs two or more {target.device} devices ({count} visible)"
 

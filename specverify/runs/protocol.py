@@ -55,6 +55,9 @@ class Outcome:
     coverage: Counter = field(default_factory=Counter)
     source: str = ""                   # "module:function" of the implementation
     dialect: str = ""                  # the rule dialect it was judged by ("": the record's rule)
+    randomness: str = ""               # a sampling stage: which tier judged its random numbers, by which declaration
+    # the distribution check, per panel: the expected acceptance sum_v min(p, q) per position and the rate shown
+    acceptance: dict = field(default_factory=dict)
     fingerprint: dict = field(default_factory=dict)        # its module: {"module", "file", "sha256"}
     replays: list[Replay] = field(default_factory=list)    # corpus check: every case it found
     notes: list[str] = field(default_factory=list)         # one line each: damaged corpus files, ...

@@ -27,6 +27,7 @@ from specverify import env, interrupts
 from specverify.judge.calls import InProcess, Interrupted, RunSetupError, error_text
 from specverify.judge.harness import verify
 from specverify.judge.worker import Isolated
+from specverify.records import randomness
 from specverify.records.backends import Target
 from specverify.records.stage import Example
 from specverify.runs.catalogue import default_checks, ordered
@@ -212,6 +213,7 @@ def run_target(target: Target, plan: RunPlan, listener: Listener, only: set[str]
             if broken_in is None and getattr(caller, "broken", None) is not None:
                 broken_in = check.name
             outcome.source, outcome.fingerprint, outcome.dialect = target.source, module, target.dialect
+            outcome.randomness = randomness.tier_words(target.stage)
             if target.domain is not None:
                 outcome.domain, outcome.domain_summary = target.domain.texts(), target.domain.summary()
             if settle and waivers is not None:

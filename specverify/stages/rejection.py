@@ -25,8 +25,10 @@ import numpy as np
 
 from specverify.oracles import rejection as oracle
 from specverify.records import bench_inputs as bench
+from specverify.records.randomness import Randomness
 from specverify.records.stage import BENCH_SPEC, Buffer, Dialect, Example, I, Layout, O
 from specverify.records.wiring import kernels, wired
+from specverify.strategies import panels
 from specverify.strategies import probability_tables as tables
 from specverify.strategies import rejection as draw
 from specverify.strategies.deciding import rejection_rows
@@ -301,6 +303,7 @@ float32 [T, V] of equal shape, uniforms not float64 [T].""",
     deciding=rejection_rows,
     launches={"triton": 1, "torch": 21},   # 18 by the record's rule; dialect strict's q <= 1 and f32 u cost 3
     dialects=RANDOM_DIALECTS,
+    randomness=Randomness(("uniform_probs",), None, panels.random_launch, panels.random_emitted),
 )
 
 

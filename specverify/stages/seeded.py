@@ -15,12 +15,17 @@ from __future__ import annotations
 import numpy as np
 
 from specverify.records import bench_inputs as bench
+from specverify.records.randomness import Protocol, Randomness
 from specverify.records.stage import BENCH_SPEC, Example, I, O
 from specverify.records.wiring import wired
+from specverify.strategies import panels
 from specverify.strategies import seeded as draw
 from specverify.strategies.deciding import rejection_rows
 
 f32 = np.float32
+# what an implementation that replays this record declares (`specverify.records.randomness`)
+FLASHINFER_CHAIN = Protocol("curand-philox4x32-10", "curand_init(seed[b], subsequence=b, offset[b])",
+                            "flashinfer-chain-speculative-sampling", "0.7.4")
 P_ROWS = [[0.25, 0.25, 0.375, 0.125], [0.25, 0.25, 0.25, 0.25], [0, 0.5, 0.25, 0.25]]
 Q_ROWS = [[0.125, 0.5, 0.25, 0.125], [0, 0, 1, 0]]
 
@@ -123,6 +128,8 @@ counters or outputs of another dtype or shape (target [B, K+1, V >= 1], draft [B
     bench=chain_sampling_bench,
     deciding=rejection_rows,
     launches={"triton": 1, "torch": 380},   # eager Philox: ten rounds of int64 ops over [B, K+2]
+    randomness=Randomness(("seed", "offset"), FLASHINFER_CHAIN, panels.seeded_chain_launch,
+                          panels.seeded_chain_emitted, panels.seeded_chain_advanced),
 )
 
 STAGES = (CHAIN_SAMPLING,)

@@ -157,3 +157,4 @@ def chain_sampling_table(ex: Example):
     rows = [[b, short(x["draft_token_ids"][b]), int(x["seed"][b]) % 2**64, int(x["offset"][b]) % 2**64]
             for b in range(len(x["draft_token_ids"]))]
     return ["row", "draft_token_ids", "seed", "offset"], rows
+

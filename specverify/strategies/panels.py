@@ -1,0 +1,184 @@
+"""The fixed panels of the distribution tier: chains of target and draft rows (the same every run, from fixed
+seeds), each sampled by many rows of one launch whose drafts are drawn from the draft rows; and each sampling
+stage's adapter (`specverify.records.randomness.Randomness`): its example for one launch, and the tokens and
+accepted counts read back from its outputs.
+
+Every probability is a multiple of 2**-16 and every row sums to 1 exactly, so a sampler's sums are exact in any
+order. No position has p_j = q_j (its residual would be all zero), and every draft row puts mass where the
+target has none and the other way round, so both the acceptance and the residual draw are exercised.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from specverify.records import bench_inputs
+from specverify.records.stage import Buffer, Example
+
+GRID_BITS = 16
+PLACEHOLDER = -1
+
+
+@dataclass(frozen=True)
+class ChainPanel:
+    """One chain: `target` f32 [K+1, V], `draft` f32 [K, V]."""
+    name: str
+    target: np.ndarray
+    draft: np.ndarray
+
+    @property
+    def k(self) -> int:
+        return len(self.draft)
+
+    @property
+    def vocab(self) -> int:
+        return self.target.shape[-1]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The rows of one launch of a panel: `drafts` int32 [N + 2M, K], the first N independent (the laws), then
+    M pairs of rows with the same drafts (row independence); `rng` draws what else the stage's inputs need."""
+    panel: ChainPanel
+    drafts: np.ndarray
+    independent: int
+    rng: np.random.Generator
+
+    @property
+    def rows(self) -> int:
+        return len(self.drafts)
+
+
+def _rows(rng: np.random.Generator, count: int, vocab: int, zeros: float) -> np.ndarray:
+    """`count` rows on the grid: random mass, a share `zeros` of the cells empty (never all of a row)."""
+    mass = rng.random((count, vocab)) ** 3
+    mass[rng.random((count, vocab)) < zeros] = 0
+    mass[np.arange(count), rng.integers(0, vocab, count)] += 1e-3
+    return bench_inputs.on_grid(mass / mass.sum(-1, keepdims=True), GRID_BITS)
+
+
+def _panel(name: str, seed: int, k: int, vocab: int, zeros: float) -> ChainPanel:
+    rng = np.random.default_rng(seed)
+    while True:
+        target, draft = _rows(rng, k + 1, vocab, zeros), _rows(rng, k, vocab, zeros)
+        if not any(np.array_equal(target[j], draft[j]) for j in range(k)):
+            return ChainPanel(name, target, draft)
+
+
+PANELS = (_panel("V=4, K=2", 1, 2, 4, 0.0), _panel("V=32, K=3, sparse", 2, 3, 32, 0.4),
+          _panel("V=64, K=4", 3, 4, 64, 0.1))
+
+
+def residual_laws(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """[K+1, V]: the law of the token drawn at position k after a rejection there, (p_k - q_k)+ normalized (an
+    all-zero residual, where p_k = q_k and rejection never happens, stays zero); row K is p_K."""
+    p, q = np.asarray(p, np.float64), np.asarray(q, np.float64)
+    rows = np.concatenate([np.maximum(p[:len(q)] - q, 0.0), p[len(q):]])
+    sums = rows.sum(-1, keepdims=True)
+    return np.divide(rows, sums, out=np.zeros_like(rows), where=sums > 0)
+
+
+def launch(panel: ChainPanel, independent: int, seed: int) -> Launch:
+    """A launch of `independent` rows and `independent // 4` pairs, drafts drawn from the draft rows
+    (reproducible from `seed`)."""
+    rng = np.random.default_rng(seed)
+    pairs = independent // 4
+    cdf = np.cumsum(panel.draft.astype(np.float64), -1)
+    u = rng.random((independent + pairs, panel.k, 1))
+    drafts = np.minimum((u > cdf[None]).sum(-1), panel.vocab - 1).astype(np.int32)
+    drafts = np.concatenate([drafts[:independent], np.repeat(drafts[independent:], 2, axis=0)])
+    return Launch(panel, drafts, independent, rng)
+
+
+def residual_draws(launch_: Launch) -> np.ndarray:
+    """int32 [rows, K+1]: per row and position, a token drawn from that position's residual law (what a stage
+    that takes its recovered tokens as inputs is given), from the launch's generator."""
+    laws = residual_laws(launch_.panel.target, launch_.panel.draft)
+    cdf = np.cumsum(laws, -1)
+    u = launch_.rng.random((launch_.rows, len(laws), 1)) * cdf[:, -1][None, :, None]
+    return np.minimum((u >= cdf[None]).sum(-1), launch_.panel.vocab - 1).astype(np.int32)
+
+
+def shaped_rows(tokens: np.ndarray, emitted: np.ndarray, drafts: np.ndarray, vocab: int, counted_by: str):
+    """(tokens [N, K+1] int64, n [N]) when every row holds its first n drafts, one token in [0, V), then -1;
+    else the first malformed row, in words."""
+    batch, k = drafts.shape
+    tokens, emitted = np.asarray(tokens, np.int64), np.asarray(emitted, np.int64)
+    bad = (emitted < 0) | (emitted > k)
+    if bad.any():
+        b = int(np.flatnonzero(bad)[0])
+        return f"row {b}: {counted_by} says {int(emitted[b])} drafts were accepted, of K = {k}"
+    cols, n = np.arange(k + 1)[None, :], emitted[:, None]
+    padded = np.concatenate([drafts, np.full((batch, 1), PLACEHOLDER)], axis=1)
+    wrong = ((cols < n) & (tokens != padded)) | ((cols == n) & ((tokens < 0) | (tokens >= vocab))) | \
+        ((cols > n) & (tokens != PLACEHOLDER))
+    if wrong.any():
+        b, j = (int(i) for i in np.argwhere(wrong)[0])
+        return (f"row {b}: {tokens[b].tolist()} with n = {int(emitted[b])} is not its first n drafts "
+                f"{drafts[b].tolist()[:int(emitted[b])]}, a token in [0, {vocab}), then -1 (position {j})")
+    return tokens, emitted
+
+
+def as_int64(values) -> np.ndarray:
+    """uint64 values by their int64 bit pattern (how seed and offset fields hold them)."""
+    return np.array([int(v) % 2**64 for v in values], dtype=np.uint64).view(np.int64)
+
+
+def seeded_chain_launch(launch_: Launch) -> Example:
+    """`seeded.chain_sampling`: every row the panel's chain with its own drafts, one seed and one offset for the
+    launch (as FlashInfer's wrapper broadcasts them), the counters from 0."""
+    panel, batch = launch_.panel, launch_.rows
+    state = launch_.rng.integers(0, 2**63, 2, dtype=np.uint64)
+    return Example("valid", inputs={
+        "draft_probs": np.broadcast_to(panel.draft, (batch, panel.k, panel.vocab)).copy(),
+        "draft_token_ids": launch_.drafts.astype(np.int32),
+        "target_probs": np.broadcast_to(panel.target, (batch, panel.k + 1, panel.vocab)).copy(),
+        "seed": as_int64([int(state[0])] * batch), "offset": as_int64([int(state[1]) % 2**40] * batch),
+        "output_accepted_token_num": np.zeros(batch, np.int32),
+        "output_emitted_draft_token_num": np.zeros(batch, np.int32)},
+        outputs={"output_token_ids": Buffer((batch, panel.k + 1), "int32")})
+
+
+def seeded_chain_emitted(ex: Example, outputs: dict, written: dict):
+    """n is the emitted counter (which started at 0)."""
+    return shaped_rows(outputs["output_token_ids"], outputs["output_emitted_draft_token_num"],
+                       ex.inputs["draft_token_ids"], ex.inputs["target_probs"].shape[-1],
+                       "output_emitted_draft_token_num")
+
+
+def seeded_chain_advanced(ex: Example) -> Example:
+    """The next call: every request's offset advanced by K + 2 (the most one call draws), counters from 0."""
+    k = ex.inputs["draft_token_ids"].shape[1]
+    inputs = dict(ex.inputs, offset=as_int64(ex.inputs["offset"].view(np.uint64) + np.uint64(k + 2)),
+                  output_accepted_token_num=np.zeros_like(ex.inputs["output_accepted_token_num"]),
+                  output_emitted_draft_token_num=np.zeros_like(ex.inputs["output_emitted_draft_token_num"]))
+    return Example("valid", inputs=inputs, outputs=ex.outputs)
+
+
+def random_launch(launch_: Launch) -> Example:
+    """`rejection.random`: K drafts per request, flattened; fresh uniforms in [0, 1); recovered tokens drawn from
+    each position's residual law and bonus tokens from p_K (as rejection.recovered and the sampler give them)."""
+    panel, batch, k = launch_.panel, launch_.rows, launch_.panel.k
+    recovered = residual_draws(launch_)
+    return Example("valid", inputs={
+        "draft_token_ids": launch_.drafts.reshape(-1).astype(np.int32),
+        "bonus_token_ids": recovered[:, k].astype(np.int64),
+        "cu_num_draft_tokens": (np.arange(1, batch + 1) * k).astype(np.int32), "max_spec_len": k,
+        "draft_probs": np.tile(panel.draft, (batch, 1)), "target_probs": np.tile(panel.target[:k], (batch, 1)),
+        "recovered_token_ids": recovered[:, :k].reshape(-1).astype(np.int32),
+        "uniform_probs": launch_.rng.random(batch * k), "is_greedy": np.zeros(batch, bool)},
+        outputs={"output_token_ids": Buffer((batch, k + 1), "int32")})
+
+
+def random_emitted(ex: Example, outputs: dict, written: dict):
+    """n + 1 cells of a row are written (its accepted drafts, then the recovered or bonus token)."""
+    mask = np.asarray(written["output_token_ids"], bool)
+    length = mask.sum(1)
+    holes = mask != (np.arange(mask.shape[1])[None, :] < length[:, None])
+    if holes.any() or (length == 0).any():
+        b = int(np.flatnonzero(holes.any(1) | (length == 0))[0])
+        return f"row {b}: the cells written ({np.flatnonzero(mask[b]).tolist()}) are not a prefix of one or more"
+    tokens = np.where(mask, np.asarray(outputs["output_token_ids"], np.int64), PLACEHOLDER)
+    drafts = ex.inputs["draft_token_ids"].reshape(len(mask), -1)
+    return shaped_rows(tokens, length - 1, drafts, ex.inputs["target_probs"].shape[-1], "the written prefix")
