@@ -536,6 +536,7 @@ float32 [B, V] (None included).""",
     deciding=rejection_rows,
     launches={"triton": 2, "torch": 48},
     dialects={"approx_div": approx_div(oracle.sample, sample_approx_div_worked, draw.sample_approx_div_valid)},
+    randomness=Randomness(("uniform_probs", "inv_q"), None, panels.sample_launch, panels.minus_one_padded),
 )
 
 
@@ -706,6 +707,8 @@ missing noise while `is_greedy` is given.""",
     launches={"triton": 2, "torch": 36},
     dialects={"approx_div": approx_div(oracle.sample_padded, sample_padded_approx_div_worked,
                                        draw.sample_padded_approx_div_valid)},
+    randomness=Randomness(("uniform_probs", "inv_q"), None, panels.sample_padded_launch,
+                          panels.minus_one_padded),
 )
 
 
@@ -857,6 +860,8 @@ uniforms or outputs of another dtype or shape (target [B, K+1, V >= 1], draft [B
             rule=SNAPSHOT_RULE, words="no range test on q: f32(u * q) < p", oracle=oracle.chain_cdf_snapshot,
             worked=chain_cdf_snapshot_worked, impls=kernels("rejection", "chain_cdf_snapshot")),
     },
+    randomness=Randomness(("uniform_samples", "uniform_final"), None, panels.chain_cdf_launch,
+                          panels.chain_cdf_emitted),
 )
 
 STAGES = (GREEDY, RANDOM, RECOVERED, EXPAND, SAMPLE, GREEDY_PADDED, SAMPLE_PADDED, CHAIN_CDF)

@@ -182,3 +182,67 @@ def random_emitted(ex: Example, outputs: dict, written: dict):
     tokens = np.where(mask, np.asarray(outputs["output_token_ids"], np.int64), PLACEHOLDER)
     drafts = ex.inputs["draft_token_ids"].reshape(len(mask), -1)
     return shaped_rows(tokens, length - 1, drafts, ex.inputs["target_probs"].shape[-1], "the written prefix")
+
+
+def noise(launch_: Launch) -> np.ndarray:
+    """f32 [rows, V]: 1 / exponential noise, one row per request (argmax of residual * noise samples the
+    normalized residual)."""
+    return (1.0 / launch_.rng.exponential(size=(launch_.rows, launch_.panel.vocab))).astype(np.float32)
+
+
+def sample_launch(launch_: Launch) -> Example:
+    """`rejection.sample`: every row non-greedy, K drafts each, fresh uniforms and noise, bonus tokens from p_K."""
+    panel, batch, k = launch_.panel, launch_.rows, launch_.panel.k
+    bonus = residual_draws(launch_)[:, k]
+    return Example("valid", inputs={
+        "draft_token_ids": launch_.drafts.reshape(-1).astype(np.int32),
+        "cu_num_draft_tokens": (np.arange(1, batch + 1) * k).astype(np.int32), "max_spec_len": k,
+        "draft_probs": np.tile(panel.draft, (batch, 1)), "target_probs": np.tile(panel.target[:k], (batch, 1)),
+        "bonus_token_ids": bonus.astype(np.int64), "is_greedy": np.zeros(batch, bool),
+        "uniform_probs": launch_.rng.random(batch * k), "inv_q": noise(launch_)},
+        outputs={"output_token_ids": Buffer((batch, k + 1), "int32")})
+
+
+def minus_one_padded(ex: Example, outputs: dict, written: dict):
+    """Rows written whole: the emitted prefix, then -1 (n + 1 tokens before the -1s)."""
+    tokens = np.asarray(outputs["output_token_ids"], np.int64)
+    drafts = np.asarray(ex.inputs["draft_token_ids"]).reshape(len(tokens), -1)
+    return shaped_rows(tokens, (tokens != PLACEHOLDER).sum(1) - 1, drafts, ex.inputs["target_probs"].shape[-1],
+                       "the tokens before the -1s")
+
+
+def sample_padded_launch(launch_: Launch) -> Example:
+    """`rejection.sample_padded`: `rejection.sample`'s launch in the [B, K] layout."""
+    panel, batch, k = launch_.panel, launch_.rows, launch_.panel.k
+    bonus = residual_draws(launch_)[:, k]
+    return Example("valid", inputs={
+        "draft_token_ids": launch_.drafts.astype(np.int64),
+        "draft_probs": np.broadcast_to(panel.draft, (batch, k, panel.vocab)).copy(),
+        "target_probs": np.broadcast_to(panel.target[:k], (batch, k, panel.vocab)).copy(),
+        "bonus_token_ids": bonus.astype(np.int64), "is_greedy": np.zeros(batch, bool),
+        "uniform_probs": launch_.rng.random((batch, k)), "inv_q": noise(launch_)},
+        outputs={"output_token_ids": Buffer((batch, k + 1), "int64"), "num_rejected_tokens": Buffer((batch,), "int64"),
+                 "last_token_ids": Buffer((batch,), "int64")})
+
+
+def chain_cdf_launch(launch_: Launch) -> Example:
+    """`rejection.chain_cdf`: the previous token 0 in column 0 of the candidates, fresh f32 uniforms."""
+    panel, batch, k = launch_.panel, launch_.rows, launch_.panel.k
+    return Example("valid", inputs={
+        "candidates": np.concatenate([np.zeros((batch, 1), np.int64), launch_.drafts.astype(np.int64)], axis=1),
+        "target_probs": np.broadcast_to(panel.target, (batch, k + 1, panel.vocab)).copy(),
+        "draft_probs": np.broadcast_to(panel.draft, (batch, k, panel.vocab)).copy(),
+        "uniform_samples": launch_.rng.random((batch, k + 1), dtype=np.float32),
+        "uniform_final": launch_.rng.random(batch, dtype=np.float32)},
+        outputs={"predicts": Buffer((batch * (k + 1),), "int32"), "accept_index": Buffer((batch, k + 1), "int32"),
+                 "accept_token_num": Buffer((batch,), "int32")})
+
+
+def chain_cdf_emitted(ex: Example, outputs: dict, written: dict):
+    """n is `accept_token_num`; the slots of `predicts` a row did not write read as -1."""
+    drafts = ex.inputs["candidates"][:, 1:]
+    shape = (len(drafts), drafts.shape[1] + 1)
+    tokens = np.where(np.asarray(written["predicts"], bool).reshape(shape),
+                      np.asarray(outputs["predicts"], np.int64).reshape(shape), PLACEHOLDER)
+    return shaped_rows(tokens, outputs["accept_token_num"], drafts, ex.inputs["target_probs"].shape[-1],
+                       "accept_token_num")

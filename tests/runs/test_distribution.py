@@ -75,6 +75,8 @@ def test_an_honest_sampler_of_its_own_passes_and_a_shared_uniform_fails(tmp_path
     assert by_check["distribution"]["randomness"].startswith("randomness: declared its own")
     table = by_check["distribution"]["acceptance"]["V=4, K=2"]
     assert len(table["expected"]) == 2 and abs(table["expected"][0] - table["shown"][0]) < 0.02
+    assert any(note.startswith("power against planted bugs (seeded.chain_sampling") for note in
+               by_check["distribution"]["notes"]), by_check["distribution"]["notes"]
     status, found = check(["--stage", "seeded.chain_sampling", "--impl", f"{SAMPLERS}:shared_uniform",
                            "--check", "distribution"], tmp_path, own)
     outcome = found["outcomes"][0]
@@ -101,7 +103,8 @@ def test_a_sampler_of_its_own_is_judged_by_bytes_only_where_no_draw_decides(tmp_
     assert status == 0, found["outcomes"][0]["headline"]
 
 
-@pytest.mark.parametrize("stage", ["seeded.chain_sampling", "rejection.random"])
+@pytest.mark.parametrize("stage", ["seeded.chain_sampling", "rejection.random", "rejection.sample",
+                                   "rejection.sample_padded", "rejection.chain_cdf"])
 def test_our_torch_kernels_pass_the_distribution_tier(tmp_path, stage):
     status, found = check(["--stage", stage, "--backend", "torch", "--check", "distribution"], tmp_path)
     assert status == 0, found["outcomes"][0]["report"]
