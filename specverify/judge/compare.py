@@ -99,8 +99,9 @@ def compare_output(slot: Slot, expected: np.ndarray, actual: np.ndarray, defined
 
     def shown(value) -> str:
         raw = np.asarray(value).tobytes()
-        if raw == element(poison, first).tobytes():
-            return poison_text(value)
+        if raw == element(poison, first).tobytes():   # an in-place input holds its input there, not poison
+            return f"{show(value)} (unchanged: its value before the call)" if slot.role == "inout" \
+                else poison_text(value)
         if raw in (bytes([GUARD]) * len(raw), bytes([GUARD_B]) * len(raw)):
             return f"an input's guard bytes ({raw_hex(value)}): read outside an input?"
         return show(value)
