@@ -16,12 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specverify.extras import missing
-
-try:                         # the `test` extra
-    from scipy import stats
-except ImportError as exc:
-    raise missing(exc, "scipy", "test", "the statistical tests") from None
+from scipy import stats     # a dependency of the package (its distribution tier)
 
 #: Per-test significance level of the statistical tier (see tests/stages/test_rejection_statistics.py for
 #: the family-wise false-alarm bound this implies).
