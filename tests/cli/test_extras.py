@@ -1,6 +1,7 @@
 """The install of `specverify check` (requirements-cpu.txt) has none of the extras: `check` runs without
-them, and a command that needs one says in one line which to install (exit 2, no traceback). Each run is
-a process of its own in which the extras' modules cannot be imported."""
+them, and a command that needs one says in one line which to install (exit 2, no traceback). SciPy is no extra
+(the distribution tier needs it). Each run is a process of its own in which the extras' modules cannot be
+imported."""
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTRAS = ("libcst", "scipy", "matplotlib", "ray", "pytest", "xdist")
+EXTRAS = ("libcst", "matplotlib", "ray", "pytest", "xdist")
 
 
 def without_extras(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
@@ -28,7 +29,7 @@ def test_the_check_install_leaves_the_extras_out():
     package, which the `test` extra (requirements-test.txt) brings."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     core = {d.split(">")[0].split("=")[0].split(";")[0].strip().lower() for d in project["dependencies"]}
-    extras = {"libcst", "scipy", "matplotlib", "ray", "pytest", "pytest-xdist"}
+    extras = {"libcst", "matplotlib", "ray", "pytest", "pytest-xdist"}
     assert not core & extras
     test = {d.split(">")[0].strip().lower() for d in project["optional-dependencies"]["test"]}
     assert extras <= test
