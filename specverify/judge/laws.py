@@ -108,7 +108,8 @@ def agreement_test(agreed: np.ndarray, chances: np.ndarray, what: str) -> Verdic
     spread = float(np.sqrt((chances * (1 - chances)).sum()))
     seen = int(np.sum(agreed))
     if spread == 0:
-        return Verdict(what, 1.0 if seen == round(mean) else 0.0, f"{seen} of {len(chances)} agreed, {mean:.1f} certain")
+        return Verdict(what, 1.0 if seen == round(mean) else 0.0,
+                       f"{seen} of {len(chances)} agreed, {mean:.1f} certain")
     z = (seen - mean) / spread
     return Verdict(what, float(2 * norm.sf(abs(z))),
                    f"{seen} of {len(chances)} pairs agreed, {mean:.1f} expected (z = {z:+.2f})")

@@ -23,6 +23,7 @@ import numpy as np
 
 OWN = "own"
 INPUTS = "inputs"
+OWN_WORDS = "declared its own"     # in `tier_words` of a target judged by the distribution tier
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def tier_words(stage) -> str:
     if stage.randomness is None:
         return ""
     if stage.own_randomness:
-        return "randomness: declared its own: outputs judged by the distribution tier, the rest by bytes"
+        return f"randomness: {OWN_WORDS}: outputs judged by the distribution tier, the rest by bytes"
     return f"randomness: replayed byte for byte from {stage.randomness.replayed()}"
 
 

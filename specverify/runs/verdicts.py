@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from specverify.records import dialects, registry
+from specverify.records import dialects, randomness, registry
 from specverify.records.backends import BACKENDS, Target
 from specverify.runs import beyond_domain
 from specverify.runs.catalogue import CHECKS
@@ -69,6 +69,7 @@ class Verdict:
     domain_summary: str = ""
     outside: list[dict] = field(default_factory=list)  # per restriction: its information draws (beyond_domain)
     rules: list[dict] = field(default_factory=list)    # per dialect: a failing kernel's draws under it
+    randomness: str = ""           # a sampling stage: which tier judged its random numbers (records.randomness)
 
     @property
     def follows(self) -> list[str]:
@@ -121,8 +122,11 @@ class Verdict:
         unneeded = f" Not needed, its excluded draws pass: {'; '.join(self.unneeded)}." if self.unneeded else ""
         follows = f" Its failing case and draws pass under dialect {', '.join(self.follows)}: it may follow " \
             "that rule." if self.follows else ""
-        return f"{self.stage} ({self.source} on {self.device}){under}: {self.summary}.{within}{unneeded}{follows} " + \
-            "; ".join(lv.text() for lv in self.levels if lv.state != "not asked")
+        own = " Its random numbers are its own (declared): the contract is judged by bytes only where no draw " \
+            "decides, its outputs by the distribution tier." if randomness.OWN_WORDS in self.randomness else ""
+        levels = "; ".join(lv.text() for lv in self.levels if lv.state != "not asked")
+        said = f"{self.summary}.{within}{unneeded}{follows}{own}"
+        return f"{self.stage} ({self.source} on {self.device}){under}: {said} {levels}"
 
 
 def not_asked(found: list[Verdict]) -> list[str]:
@@ -206,7 +210,7 @@ def verdicts(outcomes: list[Outcome]) -> list[Verdict]:
         valid = next((o for o in group if o.check == "valid"), group[0])
         found.append(Verdict(stage, backend, device, source, [level_of(group, c, target) for c in names],
                              dialect, dialects.words(record, dialect), group[0].domain, group[0].domain_summary,
-                             valid.outside, valid.rules))
+                             valid.outside, valid.rules, group[0].randomness))
     return found
 
 

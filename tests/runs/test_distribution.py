@@ -65,7 +65,7 @@ def check(argv: list[str], tmp_path, declare: str | None = None) -> tuple[int, d
     return status, json.loads(report.read_text())
 
 
-def test_an_honest_sampler_of_its_own_passes_and_a_shared_uniform_fails(tmp_path):
+def test_an_honest_sampler_of_its_own_passes_and_a_shared_uniform_fails(tmp_path, capsys):
     """In CI time: the tier passes an honest sampler that owns its random numbers and fails the planted
     shared-uniform one; the report says which tier judged, and gives the acceptance per position."""
     own = 'randomness = "own"\n'
@@ -73,6 +73,7 @@ def test_an_honest_sampler_of_its_own_passes_and_a_shared_uniform_fails(tmp_path
     by_check = {o["check"]: o for o in found["outcomes"]}
     assert status == 0 and set(by_check) >= {"valid", "distribution"}, found["outcomes"]
     assert by_check["distribution"]["randomness"].startswith("randomness: declared its own")
+    assert "Its random numbers are its own (declared)" in capsys.readouterr().out
     table = by_check["distribution"]["acceptance"]["V=4, K=2"]
     assert len(table["expected"]) == 2 and abs(table["expected"][0] - table["shown"][0]) < 0.02
     assert any(note.startswith("power against planted bugs (seeded.chain_sampling") for note in
