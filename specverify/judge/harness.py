@@ -153,6 +153,20 @@ def hazard_writable(slot, defined: np.ndarray) -> np.ndarray:
     return writable
 
 
+def own_writable(stage: Stage, example: Example, slot, defined: np.ndarray) -> np.ndarray:
+    """Random numbers of its own: where some draw may write. The hazard tier's rows; a flat output the record lays
+    out request by request (`Randomness.flat`: output -> an input whose length is B), every slot of a request it
+    writes (its whole view where it is not contiguous)."""
+    source = stage.randomness.flat.get(slot.name) if stage.randomness is not None else None
+    if source is None:
+        return hazard_writable(slot, defined)
+    batch = len(example.inputs[source])
+    if tuple(slot.base_shape) != tuple(slot.shape) or not batch or defined.size % batch:
+        return slot.layout.view_mask(slot.shape)
+    rows = defined.reshape(batch, -1).any(axis=1)
+    return np.repeat(rows, defined.size // batch).reshape(defined.shape)
+
+
 def judge(stage: Stage, example: Example, expected: Expected, result: Result, label: str) -> Failure | None:
     """The first broken promise of one call, or None."""
     with clock("judge"):
@@ -177,8 +191,9 @@ def _judge(stage: Stage, example: Example, expected: Expected, result: Result, l
             return Failure(f"{label}, hazard tier: " + "; ".join(broken),
                            at=element_named(broken[0], [s.name for s in outputs]))
         for slot in outputs:
-            diff = compare_untouched(slot, result.arena, hazard_writable(slot, expected.defined[slot.name]),
-                                     expected.before)
+            writable = own_writable(stage, example, slot, expected.defined[slot.name]) if stage.own_randomness \
+                else hazard_writable(slot, expected.defined[slot.name])
+            diff = compare_untouched(slot, result.arena, writable, expected.before)
             if diff is not None:
                 lines.append(diff.line())
                 at = at or ((slot.name, diff.index) if diff.index is not None else None)

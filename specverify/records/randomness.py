@@ -16,8 +16,8 @@ contract); such an implementation declares "own".
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-from typing import Any, Callable
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -49,12 +49,17 @@ class Randomness:
     before the first rejection) read from the outputs of that launch (`written`: per output, which elements the
     call changed), or a one-line problem naming a malformed row.
     `advanced(example, k)`: the example of the next call, its generator advanced as the contract documents
-    (None: the uniforms are inputs, and the next call is given fresh ones)."""
+    (None: the uniforms are inputs, and the next call is given fresh ones).
+    `one_hot`: the sampler takes no draft distribution (target-only): its panels' draft rows are one-hot.
+    `flat`: flat outputs laid out request by request (output -> an input whose length is B): under own random
+    numbers any slot of a request the contract writes may be written."""
     fields: tuple[str, ...]
     protocol: Protocol | None
     launch_inputs: Callable[[Any], Any]
-    emitted: Callable[[Any, dict], tuple[np.ndarray, np.ndarray] | str]
+    emitted: Callable[[Any, dict, dict], tuple[np.ndarray, np.ndarray] | str]
     advanced: Callable[[Any], Any] | None = None
+    one_hot: bool = False
+    flat: Mapping[str, str] = field(default_factory=dict)
 
     def replayed(self) -> str:
         """How the record's oracle gets the random numbers, in words."""

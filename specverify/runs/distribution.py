@@ -84,6 +84,7 @@ def read(target: Target, example, called: tuple, what: str) -> tuple[np.ndarray,
 def panel_tests(target: Target, ctx: Context, panel, rows: int, outcome: Outcome) -> list[laws.Verdict]:
     """The tests of one panel (steps 1 to 4); the calls counted in `outcome.examples`."""
     source = target.stage.randomness
+    panel = panels.one_hot(panel) if source.one_hot else panel
     first = panels.launch(panel, rows, seed_for(ctx.run_seed, target.stage.name, f"distribution:{panel.name}"))
     example = source.launch_inputs(first)
     called = call(target, example, ctx, judged=True)

@@ -861,7 +861,7 @@ uniforms or outputs of another dtype or shape (target [B, K+1, V >= 1], draft [B
             worked=chain_cdf_snapshot_worked, impls=kernels("rejection", "chain_cdf_snapshot")),
     },
     randomness=Randomness(("uniform_samples", "uniform_final"), None, panels.chain_cdf_launch,
-                          panels.chain_cdf_emitted),
+                          panels.chain_cdf_emitted, flat={"predicts": "candidates"}),
 )
 
 STAGES = (GREEDY, RANDOM, RECOVERED, EXPAND, SAMPLE, GREEDY_PADDED, SAMPLE_PADDED, CHAIN_CDF)

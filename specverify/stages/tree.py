@@ -15,8 +15,10 @@ import numpy as np
 
 from specverify.oracles import tree as oracle
 from specverify.records import bench_inputs as bench
+from specverify.records.randomness import Randomness
 from specverify.records.stage import BENCH_SPEC, Buffer, Dialect, Example, I, O
 from specverify.records.wiring import kernels, wired
+from specverify.strategies import panels
 from specverify.strategies import tree as draw
 from specverify.strategies.tree_shapes import depths, links, parents
 
@@ -459,6 +461,8 @@ SAMPLE_TARGET_ONLY = wired(
         rule=LE_RULE, words="ties accept: coin <= mass / acc", oracle=oracle.sample_target_only_le,
         worked=sample_target_only_le_worked,
         impls=kernels("tree", "sample_target_only_le"))},
+    randomness=Randomness(("uniform_samples", "uniform_final"), None, panels.target_only_launch,
+                          panels.target_only_emitted, one_hot=True, flat={"predicts": "candidates"}),
 )
 
 STAGES = (BUILD, RECONSTRUCT, PACK, VERIFY_GREEDY, SAMPLE_TARGET_ONLY)

@@ -246,3 +246,42 @@ def chain_cdf_emitted(ex: Example, outputs: dict, written: dict):
                       np.asarray(outputs["predicts"], np.int64).reshape(shape), PLACEHOLDER)
     return shaped_rows(tokens, outputs["accept_token_num"], drafts, ex.inputs["target_probs"].shape[-1],
                        "accept_token_num")
+
+
+def one_hot(panel: ChainPanel) -> ChainPanel:
+    """The panel as a target-only sampler sees it: each draft row all its mass on one token (the target row's
+    largest cell, as a greedy drafter proposes), so the drafts are those tokens, accepted with probability p_j
+    there."""
+    rows = np.zeros_like(panel.draft)
+    rows[np.arange(panel.k), panel.target[:panel.k].argmax(-1)] = 1
+    return ChainPanel(panel.name, panel.target, rows)
+
+
+def target_only_launch(launch_: Launch) -> Example:
+    """`tree.sample_target_only` on chains: node j's only child is node j + 1 with candidate d_j (node 0 the root,
+    token 0), N = S = K + 1, slots b*N + j, lossless thresholds (1, 1), fresh f32 coins, draft_probs zero."""
+    panel, batch, k = launch_.panel, launch_.rows, launch_.panel.k
+    n = k + 1
+    nodes = np.arange(n)
+    return Example("valid", inputs={
+        "candidates": np.concatenate([np.zeros((batch, 1), np.int64), launch_.drafts.astype(np.int64)], axis=1),
+        "retrieve_index": (np.arange(batch)[:, None] * n + nodes[None, :]).astype(np.int64),
+        "retrieve_next_token": np.broadcast_to(np.where(nodes < k, nodes + 1, -1), (batch, n)).astype(np.int64),
+        "retrieve_next_sibling": np.full((batch, n), -1, np.int64),
+        "uniform_samples": launch_.rng.random((batch, n), dtype=np.float32),
+        "uniform_final": launch_.rng.random(batch, dtype=np.float32),
+        "target_probs": np.broadcast_to(panel.target, (batch, n, panel.vocab)).copy(),
+        "draft_probs": np.zeros((batch, n, panel.vocab), np.float32),
+        "threshold_single": 1.0, "threshold_acc": 1.0},
+        outputs={"predicts": Buffer((batch * n,), "int32"), "accept_index": Buffer((batch, n), "int32"),
+                 "accept_token_num": Buffer((batch,), "int32")})
+
+
+def target_only_emitted(ex: Example, outputs: dict, written: dict):
+    """n is `accept_token_num`; token j is the predicts slot of path node j (unwritten slots read as -1)."""
+    drafts = ex.inputs["candidates"][:, 1:]
+    shape = ex.inputs["candidates"].shape
+    tokens = np.where(np.asarray(written["predicts"], bool).reshape(shape),
+                      np.asarray(outputs["predicts"], np.int64).reshape(shape), PLACEHOLDER)
+    return shaped_rows(tokens, outputs["accept_token_num"], drafts, ex.inputs["target_probs"].shape[-1],
+                       "accept_token_num")

@@ -92,6 +92,15 @@ def test_the_other_planted_samplers_fail(tmp_path, bug):
     assert status == 1 and found["outcomes"][0]["kind"] == "distribution", found["outcomes"][0]["headline"]
 
 
+def test_a_tree_sampler_with_one_coin_per_request_fails(tmp_path):
+    """Target-only tree sampling on chain panels (one-hot draft rows): the shared coin breaks the length law."""
+    status, found = check(["--stage", "tree.sample_target_only", "--impl",
+                           "tests.planted_tree_sampler:sample_target_only",
+                           "--check", "distribution"], tmp_path, 'randomness = "own"\n')
+    outcome = found["outcomes"][0]
+    assert status == 1 and outcome["kind"] == "distribution", outcome["headline"]
+
+
 def test_a_sampler_of_its_own_is_judged_by_bytes_only_where_no_draw_decides(tmp_path):
     """Undeclared, the honest sampler fails the replay (wrong bytes, never 'read outside'); declared own, the
     valid tier under the conformance profile (guard patterns on) passes."""
@@ -105,7 +114,7 @@ def test_a_sampler_of_its_own_is_judged_by_bytes_only_where_no_draw_decides(tmp_
 
 
 @pytest.mark.parametrize("stage", ["seeded.chain_sampling", "rejection.random", "rejection.sample",
-                                   "rejection.sample_padded", "rejection.chain_cdf"])
+                                   "rejection.sample_padded", "rejection.chain_cdf", "tree.sample_target_only"])
 def test_our_torch_kernels_pass_the_distribution_tier(tmp_path, stage):
     status, found = check(["--stage", stage, "--backend", "torch", "--check", "distribution"], tmp_path)
     assert status == 0, found["outcomes"][0]["report"]
