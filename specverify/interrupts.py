@@ -7,17 +7,17 @@ writing of reports (they are written whole, then marked). A search's judge runs 
 it: a signal there (in a kernel call, in a wait on a worker) raises at once. A deferred signal is raised at the
 next `checkpoint()`: the start of the next example, the next check, the next target, the end of the zone.
 
-Nor is it raised inside an import that may not be cut (numpy's native part, a module that registers names:
-cut, it could not be imported again, and the reports need it), nor while a native module initializes (Triton's
+Nor is it raised inside an import that may not be cut (numpy's native part, a module that registers names: cut,
+it could not be imported again, and the reports need it), nor while a native module initializes (Triton's
 creates enums by calling back into Python: an exception there aborts the process), nor in this module's
-bookkeeping or code marked `atomic` (a timer being set or cleared). Imports of torch, Triton and our kernels may be cut (the longest;
-nothing after the signal needs them). Nor while an `Interrupted` is on its way up: the main thread is
-handling one (an `except`, `finally` or `__exit__` it passes through, a handler's cleanup). Until the interrupt
-is `caught()` by the command, a watcher thread signals the main thread again every `AGAIN` seconds: so a
-signal that came at such a moment lands as soon as it is past, and one that was swallowed (native code that
-drops or keeps any exception, as torch's import of numpy does; an `except BaseException` that goes on) is
-raised again. Python also swallows what a garbage-collector callback or a
-finalizer raises; `installed` sets an unraisable hook that drops an `Interrupted` silently there.
+bookkeeping or code marked `atomic` (a timer being set or cleared). Imports of torch, Triton and our kernels may
+be cut (the longest; nothing after the signal needs them). Nor while an `Interrupted` is on its way up: the main
+thread is handling one (an `except`, `finally` or `__exit__` it passes through, a handler's cleanup). Until the
+interrupt is `caught()` by the command, a watcher thread signals the main thread again every `AGAIN` seconds: so
+a signal that came at such a moment lands as soon as it is past, and one that was swallowed (native code that
+drops or keeps any exception, as torch's import of numpy does; an `except BaseException` that goes on) is raised
+again. Python also swallows what a garbage-collector callback or a finalizer raises; `installed` sets an
+unraisable hook that drops an `Interrupted` silently there.
 
 Nothing heavy is imported here: `installed` runs before the rest of the suite is imported, so a signal during
 the imports is one line too.

@@ -115,6 +115,11 @@ def agreement_test(agreed: np.ndarray, chances: np.ndarray, what: str) -> Verdic
                    f"{seen} of {len(chances)} pairs agreed, {mean:.1f} expected (z = {z:+.2f})")
 
 
+def accepted_at(emitted: np.ndarray, k: int) -> list[tuple[int, int]]:
+    """Per position j < K: (rows that accepted the draft there, rows that reached it), from each row's n."""
+    return [(int((emitted > j).sum()), int((emitted >= j).sum())) for j in range(k)]
+
+
 def sampled_laws(p: np.ndarray, q: np.ndarray, tokens: np.ndarray, emitted: np.ndarray, label: str) -> list[Verdict]:
     """The per-launch laws of a chain's sample: `tokens` [N, K+1] the emitted tokens (-1 past the end), `emitted`
     [N] the drafts accepted before the first rejection (n). The length law, then per position the acceptance
@@ -123,11 +128,10 @@ def sampled_laws(p: np.ndarray, q: np.ndarray, tokens: np.ndarray, emitted: np.n
     a = acceptance(p, q)
     found = [g_test(np.bincount(emitted, minlength=k + 1)[:k + 1], length_law(a),
                     f"{label}: the accepted-length law")]
+    found += [binomial_test(accepted, reached, a[j], f"{label}: acceptance at position {j} among rows reaching it")
+              for j, (accepted, reached) in enumerate(accepted_at(emitted, k))]
     for j in range(k + 1):
         reached = emitted >= j
-        if j < k:
-            found.append(binomial_test(int((emitted[reached] > j).sum()), int(reached.sum()), a[j],
-                                       f"{label}: acceptance at position {j} among rows reaching it"))
         found.append(g_test(np.bincount(tokens[reached, j], minlength=vocab)[:vocab], p[j],
                             f"{label}: the token emitted at position {j} against p_{j}"))
     return found

@@ -15,6 +15,8 @@ import hashlib
 
 import numpy as np
 
+from specverify.strategies.probability_tables import inverse_cdf
+
 PLACEHOLDER = -1
 
 
@@ -28,7 +30,7 @@ def _sample(bug: str, draft_probs, draft_token_ids, target_probs, seed, offset, 
             output_accepted_token_num, output_emitted_draft_token_num) -> None:
     q, drafts, p = (np.asarray(t.cpu(), np.float64 if t.dtype.is_floating_point else np.int64)
                     for t in (draft_probs, draft_token_ids, target_probs))
-    batch, k, vocab = q.shape if q.ndim == 3 else (len(drafts), 0, p.shape[-1])
+    batch, k, vocab = q.shape
     if batch == 0:
         return
     if bug == "q_not_sampled":
@@ -56,7 +58,7 @@ def _sample(bug: str, draft_probs, draft_token_ids, target_probs, seed, offset, 
         res = np.maximum(p_n - q_n, 0.0)
     cdf = np.cumsum(res, axis=1)
     t = u[:, 2 * k] * cdf[:, -1]
-    token = np.where(cdf[:, -1] > 0, np.minimum((cdf <= t[:, None]).sum(1), vocab - 1), PLACEHOLDER)
+    token = np.where(cdf[:, -1] > 0, inverse_cdf(cdf, t, vocab), PLACEHOLDER)
     out = np.where(np.arange(k + 1)[None, :] < n[:, None], np.concatenate([drafts, np.zeros((batch, 1), np.int64)], 1),
                    PLACEHOLDER)
     out[rows, n] = token

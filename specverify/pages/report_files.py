@@ -83,7 +83,8 @@ def story(o) -> str:
 
 def outcome_json(o) -> dict:
     return {"stage": o.stage, "backend": o.backend, "device": o.device, "check": o.check, "status": o.status,
-            "source": o.source, "dialect": o.dialect, "randomness": o.randomness, "acceptance": o.acceptance, "examples": o.examples, "planned": o.planned,
+            "source": o.source, "dialect": o.dialect, "randomness": o.randomness, "acceptance": o.acceptance,
+            "examples": o.examples, "planned": o.planned,
             "found_after": o.found_after,
             "seconds": round(o.seconds, 3), "kind": o.kind, "headline": o.headline, "report": story(o),
             "case": absolute(o.case) if o.case else None, "coverage": dict(o.coverage), "measures": o.measures,

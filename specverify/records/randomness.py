@@ -48,7 +48,7 @@ class Randomness:
     `emitted(example, outputs, written)`: (tokens int [N, K+1], -1 past the end; n int [N], the drafts accepted
     before the first rejection) read from the outputs of that launch (`written`: per output, which elements the
     call changed), or a one-line problem naming a malformed row.
-    `advanced(example, k)`: the example of the next call, its generator advanced as the contract documents
+    `advanced(example)`: the example of the next call, its generator advanced as the contract documents
     (None: the uniforms are inputs, and the next call is given fresh ones).
     `one_hot`: the sampler takes no draft distribution (target-only): its panels' draft rows are one-hot.
     `flat`: flat outputs laid out request by request (output -> an input whose length is B): under own random
@@ -90,8 +90,7 @@ def declared(stage, value: Any, where: str, error: type[Exception]):
         return stage
     if isinstance(value, dict) and record is not None:
         names = [f.name for f in fields(Protocol)]
-        unknown = sorted(set(value) - set(names))
-        if unknown or set(value) != set(names):
+        if set(value) != set(names):
             raise error(f"{prefix}: a protocol names exactly {', '.join(names)} (got {', '.join(sorted(value))})")
         for name in names:
             if value[name] != getattr(record, name):

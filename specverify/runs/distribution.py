@@ -109,8 +109,8 @@ def panel_tests(target: Target, ctx: Context, panel, rows: int, outcome: Outcome
         if call(target, example, ctx, judged=False)[2] != called[2]:
             raise Failure(f"{target.label}: the same seed and offset gave other bytes (panel {panel.name}, the first "
                           f"launch called twice)", kind="wrong")
-    shown = [float((n[:rows][n[:rows] >= j] > j).mean()) if (n[:rows] >= j).any() else float("nan")
-             for j in range(panel.k)]
+    shown = [accepted / reached if reached else float("nan")
+             for accepted, reached in laws.accepted_at(n[:rows], panel.k)]
     outcome.acceptance[panel.name] = {
         "expected": [round(float(x), 6) for x in laws.acceptance(p, q)], "shown": [round(x, 6) for x in shown]}
     return found

@@ -550,11 +550,6 @@ PADDED_OUTPUTS = (
 )
 
 
-def padded_buffers(batch: int, spec: int) -> dict[str, Buffer]:
-    return {"output_token_ids": Buffer((batch, spec + 1), "int64"), "num_rejected_tokens": Buffer((batch,), "int64"),
-            "last_token_ids": Buffer((batch,), "int64")}
-
-
 PADDED_ROW = """\
 A verified row is written in full: after its emitted prefix the rest of the row is set to -1,
 `num_rejected_tokens[b]` = K + 1 - emitted, and `last_token_ids[b]` = the last emitted token (the bonus
@@ -584,7 +579,7 @@ def greedy_padded_bench(batch: int, vocab: int, rng: np.random.Generator) -> Exa
     return Example("valid", inputs={
         "draft_token_ids": drafts, "target_argmax": bench.matching(rng, drafts, vocab),
         "bonus_token_ids": bench.token_ids(rng, batch, vocab, i64), "is_greedy": None,
-    }, outputs=padded_buffers(batch, BENCH_SPEC))
+    }, outputs=draw.padded_buffers(batch, BENCH_SPEC))
 
 
 GREEDY_PADDED = wired(
@@ -656,7 +651,7 @@ def sample_padded_bench(batch: int, vocab: int, rng: np.random.Generator) -> Exa
         "target_probs": target.reshape(batch, k, vocab), "bonus_token_ids": bench.token_ids(rng, batch, vocab, i64),
         "is_greedy": rng.random(batch) < 0.25, "uniform_probs": rng.random((batch, k)),
         "inv_q": bench.inverse_noise(rng, batch, vocab),
-    }, outputs=padded_buffers(batch, k))
+    }, outputs=draw.padded_buffers(batch, k))
 
 
 SAMPLE_PADDED = wired(
@@ -861,7 +856,7 @@ uniforms or outputs of another dtype or shape (target [B, K+1, V >= 1], draft [B
             worked=chain_cdf_snapshot_worked, impls=kernels("rejection", "chain_cdf_snapshot")),
     },
     randomness=Randomness(("uniform_samples", "uniform_final"), None, panels.chain_cdf_launch,
-                          panels.chain_cdf_emitted, flat={"predicts": "candidates"}),
+                          panels.predicts_emitted, flat={"predicts": "candidates"}),
 )
 
 STAGES = (GREEDY, RANDOM, RECOVERED, EXPAND, SAMPLE, GREEDY_PADDED, SAMPLE_PADDED, CHAIN_CDF)

@@ -462,7 +462,7 @@ SAMPLE_TARGET_ONLY = wired(
         worked=sample_target_only_le_worked,
         impls=kernels("tree", "sample_target_only_le"))},
     randomness=Randomness(("uniform_samples", "uniform_final"), None, panels.target_only_launch,
-                          panels.target_only_emitted, one_hot=True, flat={"predicts": "candidates"}),
+                          panels.predicts_emitted, one_hot=True, flat={"predicts": "candidates"}),
 )
 
 STAGES = (BUILD, RECONSTRUCT, PACK, VERIFY_GREEDY, SAMPLE_TARGET_ONLY)

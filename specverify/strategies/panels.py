@@ -15,6 +15,8 @@ import numpy as np
 
 from specverify.records import bench_inputs
 from specverify.records.stage import Buffer, Example
+from specverify.strategies import rejection, seeded, tree
+from specverify.strategies.probability_tables import inverse_cdf
 
 GRID_BITS = 16
 PLACEHOLDER = -1
@@ -84,9 +86,8 @@ def launch(panel: ChainPanel, independent: int, seed: int) -> Launch:
     (reproducible from `seed`)."""
     rng = np.random.default_rng(seed)
     pairs = independent // 4
-    cdf = np.cumsum(panel.draft.astype(np.float64), -1)
-    u = rng.random((independent + pairs, panel.k, 1))
-    drafts = np.minimum((u > cdf[None]).sum(-1), panel.vocab - 1).astype(np.int32)
+    cdf = np.cumsum(panel.draft.astype(np.float64), -1)        # every row sums to 1 exactly
+    drafts = inverse_cdf(cdf[None], rng.random((independent + pairs, panel.k)), panel.vocab).astype(np.int32)
     drafts = np.concatenate([drafts[:independent], np.repeat(drafts[independent:], 2, axis=0)])
     return Launch(panel, drafts, independent, rng)
 
@@ -96,8 +97,8 @@ def residual_draws(launch_: Launch) -> np.ndarray:
     that takes its recovered tokens as inputs is given), from the launch's generator."""
     laws = residual_laws(launch_.panel.target, launch_.panel.draft)
     cdf = np.cumsum(laws, -1)
-    u = launch_.rng.random((launch_.rows, len(laws), 1)) * cdf[:, -1][None, :, None]
-    return np.minimum((u >= cdf[None]).sum(-1), launch_.panel.vocab - 1).astype(np.int32)
+    r = launch_.rng.random((launch_.rows, len(laws))) * cdf[:, -1][None, :]
+    return inverse_cdf(cdf[None], r, launch_.panel.vocab).astype(np.int32)
 
 
 def shaped_rows(tokens: np.ndarray, emitted: np.ndarray, drafts: np.ndarray, vocab: int, counted_by: str):
@@ -120,11 +121,6 @@ def shaped_rows(tokens: np.ndarray, emitted: np.ndarray, drafts: np.ndarray, voc
     return tokens, emitted
 
 
-def as_int64(values) -> np.ndarray:
-    """uint64 values by their int64 bit pattern (how seed and offset fields hold them)."""
-    return np.array([int(v) % 2**64 for v in values], dtype=np.uint64).view(np.int64)
-
-
 def seeded_chain_launch(launch_: Launch) -> Example:
     """`seeded.chain_sampling`: every row the panel's chain with its own drafts, one seed and one offset for the
     launch (as FlashInfer's wrapper broadcasts them), the counters from 0."""
@@ -134,10 +130,10 @@ def seeded_chain_launch(launch_: Launch) -> Example:
         "draft_probs": np.broadcast_to(panel.draft, (batch, panel.k, panel.vocab)).copy(),
         "draft_token_ids": launch_.drafts.astype(np.int32),
         "target_probs": np.broadcast_to(panel.target, (batch, panel.k + 1, panel.vocab)).copy(),
-        "seed": as_int64([int(state[0])] * batch), "offset": as_int64([int(state[1]) % 2**40] * batch),
+        "seed": seeded.as_int64([int(state[0])] * batch), "offset": seeded.as_int64([int(state[1]) % 2**40] * batch),
         "output_accepted_token_num": np.zeros(batch, np.int32),
         "output_emitted_draft_token_num": np.zeros(batch, np.int32)},
-        outputs={"output_token_ids": Buffer((batch, panel.k + 1), "int32")})
+        outputs=seeded.buffers(batch, panel.k))
 
 
 def seeded_chain_emitted(ex: Example, outputs: dict, written: dict):
@@ -150,22 +146,33 @@ def seeded_chain_emitted(ex: Example, outputs: dict, written: dict):
 def seeded_chain_advanced(ex: Example) -> Example:
     """The next call: every request's offset advanced by K + 2 (the most one call draws), counters from 0."""
     k = ex.inputs["draft_token_ids"].shape[1]
-    inputs = dict(ex.inputs, offset=as_int64(ex.inputs["offset"].view(np.uint64) + np.uint64(k + 2)),
+    inputs = dict(ex.inputs, offset=seeded.as_int64(ex.inputs["offset"].view(np.uint64) + np.uint64(k + 2)),
                   output_accepted_token_num=np.zeros_like(ex.inputs["output_accepted_token_num"]),
                   output_emitted_draft_token_num=np.zeros_like(ex.inputs["output_emitted_draft_token_num"]))
     return Example("valid", inputs=inputs, outputs=ex.outputs)
 
 
+def rooted(drafts: np.ndarray) -> np.ndarray:
+    """int64 [N, K+1]: the drafts after a column 0 of token 0 (the previous token, or the tree's root)."""
+    return np.concatenate([np.zeros((len(drafts), 1), np.int64), drafts.astype(np.int64)], axis=1)
+
+
+def flat_chains(launch_: Launch) -> dict:
+    """The inputs of a flat-layout stage (`rejection.random`, `rejection.sample`): K drafts per request one after
+    another, their offsets, K, and the panel's rows tiled to [N*K, V]."""
+    panel, batch, k = launch_.panel, launch_.rows, launch_.panel.k
+    return {"draft_token_ids": launch_.drafts.reshape(-1).astype(np.int32),
+            "cu_num_draft_tokens": (np.arange(1, batch + 1) * k).astype(np.int32), "max_spec_len": k,
+            "draft_probs": np.tile(panel.draft, (batch, 1)), "target_probs": np.tile(panel.target[:k], (batch, 1))}
+
+
 def random_launch(launch_: Launch) -> Example:
     """`rejection.random`: K drafts per request, flattened; fresh uniforms in [0, 1); recovered tokens drawn from
     each position's residual law and bonus tokens from p_K (as rejection.recovered and the sampler give them)."""
-    panel, batch, k = launch_.panel, launch_.rows, launch_.panel.k
+    batch, k = launch_.rows, launch_.panel.k
     recovered = residual_draws(launch_)
     return Example("valid", inputs={
-        "draft_token_ids": launch_.drafts.reshape(-1).astype(np.int32),
-        "bonus_token_ids": recovered[:, k].astype(np.int64),
-        "cu_num_draft_tokens": (np.arange(1, batch + 1) * k).astype(np.int32), "max_spec_len": k,
-        "draft_probs": np.tile(panel.draft, (batch, 1)), "target_probs": np.tile(panel.target[:k], (batch, 1)),
+        **flat_chains(launch_), "bonus_token_ids": recovered[:, k].astype(np.int64),
         "recovered_token_ids": recovered[:, :k].reshape(-1).astype(np.int32),
         "uniform_probs": launch_.rng.random(batch * k), "is_greedy": np.zeros(batch, bool)},
         outputs={"output_token_ids": Buffer((batch, k + 1), "int32")})
@@ -192,13 +199,10 @@ def noise(launch_: Launch) -> np.ndarray:
 
 def sample_launch(launch_: Launch) -> Example:
     """`rejection.sample`: every row non-greedy, K drafts each, fresh uniforms and noise, bonus tokens from p_K."""
-    panel, batch, k = launch_.panel, launch_.rows, launch_.panel.k
+    batch, k = launch_.rows, launch_.panel.k
     bonus = residual_draws(launch_)[:, k]
     return Example("valid", inputs={
-        "draft_token_ids": launch_.drafts.reshape(-1).astype(np.int32),
-        "cu_num_draft_tokens": (np.arange(1, batch + 1) * k).astype(np.int32), "max_spec_len": k,
-        "draft_probs": np.tile(panel.draft, (batch, 1)), "target_probs": np.tile(panel.target[:k], (batch, 1)),
-        "bonus_token_ids": bonus.astype(np.int64), "is_greedy": np.zeros(batch, bool),
+        **flat_chains(launch_), "bonus_token_ids": bonus.astype(np.int64), "is_greedy": np.zeros(batch, bool),
         "uniform_probs": launch_.rng.random(batch * k), "inv_q": noise(launch_)},
         outputs={"output_token_ids": Buffer((batch, k + 1), "int32")})
 
@@ -221,27 +225,26 @@ def sample_padded_launch(launch_: Launch) -> Example:
         "target_probs": np.broadcast_to(panel.target[:k], (batch, k, panel.vocab)).copy(),
         "bonus_token_ids": bonus.astype(np.int64), "is_greedy": np.zeros(batch, bool),
         "uniform_probs": launch_.rng.random((batch, k)), "inv_q": noise(launch_)},
-        outputs={"output_token_ids": Buffer((batch, k + 1), "int64"), "num_rejected_tokens": Buffer((batch,), "int64"),
-                 "last_token_ids": Buffer((batch,), "int64")})
+        outputs=rejection.padded_buffers(batch, k))
 
 
 def chain_cdf_launch(launch_: Launch) -> Example:
     """`rejection.chain_cdf`: the previous token 0 in column 0 of the candidates, fresh f32 uniforms."""
     panel, batch, k = launch_.panel, launch_.rows, launch_.panel.k
     return Example("valid", inputs={
-        "candidates": np.concatenate([np.zeros((batch, 1), np.int64), launch_.drafts.astype(np.int64)], axis=1),
+        "candidates": rooted(launch_.drafts),
         "target_probs": np.broadcast_to(panel.target, (batch, k + 1, panel.vocab)).copy(),
         "draft_probs": np.broadcast_to(panel.draft, (batch, k, panel.vocab)).copy(),
         "uniform_samples": launch_.rng.random((batch, k + 1), dtype=np.float32),
         "uniform_final": launch_.rng.random(batch, dtype=np.float32)},
-        outputs={"predicts": Buffer((batch * (k + 1),), "int32"), "accept_index": Buffer((batch, k + 1), "int32"),
-                 "accept_token_num": Buffer((batch,), "int32")})
+        outputs=rejection.buffers(batch, k))
 
 
-def chain_cdf_emitted(ex: Example, outputs: dict, written: dict):
-    """n is `accept_token_num`; the slots of `predicts` a row did not write read as -1."""
+def predicts_emitted(ex: Example, outputs: dict, written: dict):
+    """`rejection.chain_cdf` and `tree.sample_target_only` on chains: n is `accept_token_num`; token j is the
+    `predicts` slot b*(K+1) + j (slots a row did not write read as -1)."""
     drafts = ex.inputs["candidates"][:, 1:]
-    shape = (len(drafts), drafts.shape[1] + 1)
+    shape = ex.inputs["candidates"].shape
     tokens = np.where(np.asarray(written["predicts"], bool).reshape(shape),
                       np.asarray(outputs["predicts"], np.int64).reshape(shape), PLACEHOLDER)
     return shaped_rows(tokens, outputs["accept_token_num"], drafts, ex.inputs["target_probs"].shape[-1],
@@ -264,7 +267,7 @@ def target_only_launch(launch_: Launch) -> Example:
     n = k + 1
     nodes = np.arange(n)
     return Example("valid", inputs={
-        "candidates": np.concatenate([np.zeros((batch, 1), np.int64), launch_.drafts.astype(np.int64)], axis=1),
+        "candidates": rooted(launch_.drafts),
         "retrieve_index": (np.arange(batch)[:, None] * n + nodes[None, :]).astype(np.int64),
         "retrieve_next_token": np.broadcast_to(np.where(nodes < k, nodes + 1, -1), (batch, n)).astype(np.int64),
         "retrieve_next_sibling": np.full((batch, n), -1, np.int64),
@@ -273,15 +276,4 @@ def target_only_launch(launch_: Launch) -> Example:
         "target_probs": np.broadcast_to(panel.target, (batch, n, panel.vocab)).copy(),
         "draft_probs": np.zeros((batch, n, panel.vocab), np.float32),
         "threshold_single": 1.0, "threshold_acc": 1.0},
-        outputs={"predicts": Buffer((batch * n,), "int32"), "accept_index": Buffer((batch, n), "int32"),
-                 "accept_token_num": Buffer((batch,), "int32")})
-
-
-def target_only_emitted(ex: Example, outputs: dict, written: dict):
-    """n is `accept_token_num`; token j is the predicts slot of path node j (unwritten slots read as -1)."""
-    drafts = ex.inputs["candidates"][:, 1:]
-    shape = ex.inputs["candidates"].shape
-    tokens = np.where(np.asarray(written["predicts"], bool).reshape(shape),
-                      np.asarray(outputs["predicts"], np.int64).reshape(shape), PLACEHOLDER)
-    return shaped_rows(tokens, outputs["accept_token_num"], drafts, ex.inputs["target_probs"].shape[-1],
-                       "accept_token_num")
+        outputs=tree.outputs(batch, n, n))

@@ -293,13 +293,19 @@ def grid_rows(rng, shape, bits: int, zeros: float) -> np.ndarray:
     return (np.floor(w * 2.0**bits) / 2.0**bits).astype(np.float32)
 
 
+def inverse_cdf(sums: np.ndarray, r: np.ndarray, vocab: int) -> np.ndarray:
+    """Per row of running sums `sums` [..., V]: the lowest v whose running sum exceeds r (a draw from the row
+    for r uniform in [0, sum)), V - 1 where none does."""
+    return np.minimum((sums <= r[..., None]).sum(-1), vocab - 1)
+
+
 def drafts_from(rng, draft: np.ndarray, vocab: int, odd: float) -> np.ndarray:
     """int64 [B, K]: each draft drawn from its q row (uniformly where the row is all zero), then a
     fraction `odd` replaced by -1 or an out-of-vocabulary id (V, V + 7)."""
     sums = np.cumsum(draft.astype(np.float64), -1)
     totals = sums[..., -1] if vocab else np.zeros(draft.shape[:-1])
     r = rng.random(draft.shape[:-1]) * totals
-    picked = np.minimum((sums <= r[..., None]).sum(-1), vocab - 1)
+    picked = inverse_cdf(sums, r, vocab)
     picked = np.where(totals > 0, picked, rng.integers(0, vocab, draft.shape[:-1]))
     special = rng.choice(np.array([PLACEHOLDER, vocab, vocab + 7]), draft.shape[:-1])
     return np.where(rng.random(draft.shape[:-1]) < odd, special, picked).astype(np.int64)

@@ -515,11 +515,20 @@ def strided(draw, inputs: dict, names, stress: bool = False) -> dict:
     return found
 
 
+def padded_shapes(batch: int, k: int) -> dict[str, tuple[int, ...]]:
+    """The [B, K] layout's outputs (`rejection.greedy_padded`, `sample_padded`): each one's shape."""
+    return {"output_token_ids": (batch, k + 1), "num_rejected_tokens": (batch,), "last_token_ids": (batch,)}
+
+
+def padded_buffers(batch: int, k: int) -> dict[str, Buffer]:
+    """The [B, K] layout's outputs, contiguous int64."""
+    return {name: Buffer(shape, "int64") for name, shape in padded_shapes(batch, k).items()}
+
+
 @st.composite
 def padded_outputs(draw, batch: int, k: int, stress: bool = False) -> dict:
-    shapes = {"output_token_ids": (batch, k + 1), "num_rejected_tokens": (batch,), "last_token_ids": (batch,)}
     return {name: Buffer(shape, "int64", draw(layout(len(shape), True if stress else None)))
-            for name, shape in shapes.items()}
+            for name, shape in padded_shapes(batch, k).items()}
 
 
 @st.composite
