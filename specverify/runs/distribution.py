@@ -116,6 +116,14 @@ def panel_tests(target: Target, ctx: Context, panel, rows: int, outcome: Outcome
     return found
 
 
+def rerun(target: Target, ctx: Context) -> str:
+    """The command that draws the same panels again (their seeds follow the run's seed)."""
+    which = f"--backend {target.backend.name}" if target.backend.trusted else f"--impl {target.source}"
+    declared = " --declare FILE (its declaration)" if not target.backend.trusted else ""
+    return (f"rerun: specverify check --stage {target.stage.name} {which}{declared} --device {target.device} "
+            f"--check distribution --profile {ctx.profile.name} --seed {ctx.run_seed}")
+
+
 def power_lines() -> list[str]:
     """The tier's measured power against planted bugs, from the committed table (bench/distribution_power.py)."""
     try:
@@ -138,7 +146,7 @@ def run(target: Target, ctx: Context) -> Outcome:
             verdicts += panel_tests(target, ctx, panel, rows, outcome)
     except Failure as exc:
         outcome.status, outcome.kind, outcome.headline = "failed", exc.kind or "wrong", exc.headline
-        outcome.report = "\n".join([exc.headline, exc.detail or ""]).strip()
+        outcome.report = "\n".join([exc.headline, exc.detail or "", rerun(target, ctx)]).strip()
     else:
         bad = laws.failing(verdicts)
         bar = laws.FAMILY_ALPHA / len(verdicts)
@@ -149,7 +157,8 @@ def run(target: Target, ctx: Context) -> Outcome:
                                 f"{bar:.2g} ({worst.detail})")
             outcome.report = "\n".join([outcome.headline, f"{len(bad)} of {len(verdicts)} tests failed at a "
                                         f"family-wise false-alarm rate of {laws.FAMILY_ALPHA:g}:"] +
-                                       [f"  {v.test}: p = {v.p_value:.3g} ({v.detail})" for v in bad])
+                                       [f"  {v.test}: p = {v.p_value:.3g} ({v.detail})" for v in bad] +
+                                       [rerun(target, ctx)])
         outcome.notes.append(f"{len(verdicts)} tests over {len(panels.PANELS)} panels of {rows} rows, family-wise "
                              f"false-alarm rate {laws.FAMILY_ALPHA:g}; the smallest p-value "
                              f"{min(v.p_value for v in verdicts):.3g}")

@@ -83,6 +83,8 @@ def test_an_honest_sampler_of_its_own_passes_and_a_shared_uniform_fails(tmp_path
     outcome = found["outcomes"][0]
     assert status == 1 and outcome["kind"] == "distribution", outcome
     assert "does not sample the law" in outcome["headline"]
+    assert f"rerun: specverify check --stage seeded.chain_sampling --impl {SAMPLERS}:shared_uniform --declare FILE" \
+        in outcome["report"] and "--check distribution --profile ci --seed 0" in outcome["report"]
 
 
 @pytest.mark.parametrize("bug", ["residual_at_draft", "recovery_from_p", "q_not_sampled"])
