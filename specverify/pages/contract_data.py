@@ -232,7 +232,17 @@ def stage_data(stage: Stage) -> dict:
             "worked": None if stage.worked is None else worked_data(stage, stage.worked(),
                                                                      inspect.getdoc(stage.worked)),
             "declarable": declarable_items(stage), "dialects": dialect_data(stage),
-            "randomness": randomness_text(stage)}
+            "randomness": randomness_text(stage), "requests": requests_text(stage)}
+
+
+def requests_text(stage: Stage) -> str:
+    """What the record promises of its requests' independence ("" where it promises nothing)."""
+    if stage.twin is None:
+        return ""
+    return ("Requests are independent: each request's outputs depend on its own inputs and the shared scalars "
+            "only. The `independent` check calls every drawn valid case twice, the second time with one request's "
+            "inputs changed, and requires every other request's output bytes to stay the same, whatever rule the "
+            "implementation follows (a dialect that pools the requests is not asked).")
 
 
 def randomness_text(stage: Stage) -> str:

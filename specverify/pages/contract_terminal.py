@@ -184,6 +184,9 @@ def stage_page(page: Page, stage: dict) -> None:
     if stage.get("randomness"):
         page.heading("Random numbers")
         page.prose(stage["randomness"])
+    if stage.get("requests"):
+        page.heading("Requests")
+        page.prose(stage["requests"])
     for d in stage["dialects"]:
         page.heading(Text.assemble(("Dialect ", HEADING), (d["name"], f"{HEADING} {CODE}")))
         page.prose(sentence(d["doc"]))

@@ -174,6 +174,8 @@ def stage_markdown(s: dict) -> str:
                 "", *[f"- {prose(item)}" for item in s["declarable"]], ""]
     if s.get("randomness"):
         out += ["### Random numbers", "", *wrap(prose(s["randomness"])), ""]
+    if s.get("requests"):
+        out += ["### Requests", "", *wrap(prose(s["requests"])), ""]
     for d in s["dialects"]:
         out += [f"### Dialect `{d['name']}`", "", sentence(prose(d["doc"])), "", prose(d["rule"]), "", ours(d), ""]
         out += worked_markdown(d["worked"])

@@ -43,6 +43,7 @@ def judged(stage: Stage, name: str) -> Stage:
         raise UnknownDialect(f"dialect {name!r}: {stage.name} is already judged by {stage.dialect!r}")
     d = stage.dialects[name]
     return replace(stage, oracle=d.oracle, valid=d.valid or stage.valid, hazard=d.hazard or stage.hazard,
+                   invariants=d.invariants or stage.invariants, twin=None if d.pooled else stage.twin,
                    worked=d.worked, impls=dict(d.impls), dialect=name)
 
 

@@ -210,6 +210,8 @@ class Dialect:
     impls: Mapping[str, str] = field(default_factory=dict)  # our implementations that follow it, by backend
     valid: Strategy | None = None               # valid-tier draws (e.g. that reach its ties)
     hazard: Strategy | None = None              # hazard-tier draws
+    invariants: Callable[[Example, dict], list[str]] | None = None  # its hazard tier's judge (else the record's)
+    pooled: bool = False                        # a request's outputs may depend on other requests (no `twin`)
     # a stored valid-tier case on which this dialect's verdict is not exact: the reason (None: it is exact)
     inexact: Callable[[Example], str | None] | None = None
 
@@ -271,6 +273,10 @@ class Stage:
     # (`specverify.records.randomness`); `own_randomness`: judged as an implementation that declared its own
     randomness: Any = None
     own_randomness: bool = False
+    # requests independent of each other: (the example with one request's inputs changed, that request), or None
+    # where the example has no other request; the `independent` check requires every other request's outputs to
+    # keep their bytes (`specverify.runs.independence`)
+    twin: Callable[[Example], tuple[Example, int] | None] | None = None
 
     @property
     def family(self) -> str:

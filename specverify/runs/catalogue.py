@@ -15,6 +15,7 @@ from specverify.records.backends import Target
 from specverify.runs import beyond_domain
 from specverify.runs.corpus_check import replay
 from specverify.runs.distribution import DISTRIBUTION
+from specverify.runs.independence import INDEPENDENT
 from specverify.runs.properties import PROPERTY_CHECKS
 from specverify.runs.protocol import Check, Context, Outcome, validates
 from specverify.runs.search import search, verify_tier
@@ -64,8 +65,8 @@ VALID = tier_check("valid", "byte identity with the oracle on the contract's dom
 HAZARD = tier_check("hazard", "invariants and untouched bytes on pathological inputs", 20, _has("hazard"))
 INVALID = tier_check("invalid", "a clear ValueError/TypeError naming the field", 30, _validates)
 
-CHECKS: dict[str, Check] = {check.name: check for check in (CORPUS, VALID, DISTRIBUTION, HAZARD, INVALID,
-                                                              *PROPERTY_CHECKS)}
+CHECKS: dict[str, Check] = {check.name: check for check in (CORPUS, VALID, DISTRIBUTION, HAZARD, INDEPENDENT,
+                                                              INVALID, *PROPERTY_CHECKS)}
 
 
 def ordered(names=None) -> list[Check]:

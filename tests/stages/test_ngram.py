@@ -1,0 +1,160 @@
+"""The `ngram` family: the worked examples of every rule, named histories on every backend, the two references
+agreeing on drawn histories, the classes the strategies must reach, requests that stay independent, and
+planted bugs of the kinds engines shipped, each caught and shrunk."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specverify.cli import main
+from specverify.files import cases
+from specverify.judge.harness import oracle_outputs
+from specverify.oracles.ngram import RULES
+from specverify.records import backends
+from specverify.records.dialects import judged
+from specverify.records.stage import Buffer, DrawContext, Example
+from specverify.runs.session import verify_example as verify
+from specverify.stages.ngram import PROPOSE, propose_worked
+from specverify.strategies import blocks
+
+RULE_NAMES = list(RULES)
+
+
+def outputs_everywhere(rule: str, example: Example) -> dict[str, list]:
+    """Every available backend of ours under `rule` must match its oracle; the oracle's outputs as lists."""
+    stage = judged(PROPOSE, rule)
+    for _, backend, device, why in backends.matrix([stage]):
+        if why is None:
+            verify(backends.target(stage, backend, device), example)
+    return {name: view.tolist() for name, view in oracle_outputs(stage, example).items()}
+
+
+def example(histories, k, min_n=1, max_n=4, max_model_len=1000, width=None, dtype="int32") -> Example:
+    width = max([len(h) for h in histories] + [0]) if width is None else width
+    tokens = np.full((len(histories), width), 77, dtype)
+    for b, h in enumerate(histories):
+        tokens[b, :len(h)] = h
+    batch = len(histories)
+    return Example("valid", inputs={"token_ids": tokens, "num_tokens": np.array([len(h) for h in histories], np.int64),
+                                    "min_n": min_n, "max_n": max_n, "max_model_len": max_model_len},
+                   outputs={"draft_token_ids": Buffer((batch, k), dtype),
+                            "num_draft_tokens": Buffer((batch,), "int32")})
+
+
+WORKED = {   # rule: (drafts, counts); None marks a slot the rule leaves unwritten
+    "": ([[100, 1, -1], [7, 5, 6], [-1, -1, -1]], [2, 3, 0]),
+    "short": ([[100, 1, None], [7, 5, 6], [None, None, None]], [2, 3, 0]),
+    "uncapped": ([[100, 1, 2], [7, 5, 6], [-1, -1, -1]], [3, 3, 0]),
+    "rightmost_last": ([[300, 1, 2], [7, 5, 6], [7, 7, 7]], [3, 3, 0]),
+    "trtllm_newest": ([[300, 1, 2], [7, 5, 6], [5, 6, 0]], [3, 3, 2]),
+    "trtllm_oldest": ([[100, 1, 2], [7, 5, 6], [5, 6, 0]], [3, 3, 2]),
+}
+
+
+@pytest.mark.parametrize("rule", RULE_NAMES)
+def test_the_worked_example_under_every_rule(rule):
+    out = outputs_everywhere(rule, propose_worked())
+    drafts, counts = WORKED[rule]
+    assert out["num_draft_tokens"] == counts
+    for got, wanted in zip(out["draft_token_ids"], drafts):
+        assert [g for g, w in zip(got, wanted) if w is not None] == [w for w in wanted if w is not None]
+
+
+@pytest.mark.parametrize("rule,drafts", [("", [100, 1]), ("rightmost_last", [300, 1])])
+def test_the_leftmost_and_rightmost_occurrences_of_a_periodic_history(rule, drafts):
+    """[1, 2, 3] occurs at 0, 4 and 8 with the followers 100, 200, 300; n = 3, K = 2."""
+    h = [1, 2, 3, 100, 1, 2, 3, 200, 1, 2, 3, 300, 1, 2, 3]
+    out = outputs_everywhere(rule, example([h], 2, min_n=3, max_n=3))
+    assert out["draft_token_ids"] == [drafts] and out["num_draft_tokens"] == [2]
+
+
+NAMED = {   # name: (histories, K, min_n, max_n, max_model_len, record rule's drafts, counts)
+    "L < min_n": ([[5, 5]], 2, 3, 4, 100, [[-1, -1]], [0]),
+    "L == min_n (no window with a follower)": ([[5, 5, 5]], 2, 3, 4, 100, [[-1, -1]], [0]),
+    "L == min_n + 1 (one window, one follower)": ([[5, 5, 5, 5]], 2, 3, 4, 100, [[5, -1]], [1]),
+    "one follower": ([[1, 2, 9, 9, 9]], 3, 1, 2, 100, [[9, -1, -1]], [1]),
+    "K > L": ([[4, 6, 4]], 8, 1, 2, 100, [[6, 4] + [-1] * 6], [2]),
+    "max_model_len - L = -1": ([[4, 6, 4]], 2, 1, 2, 2, [[-1, -1]], [0]),
+    "max_model_len - L = 0": ([[4, 6, 4]], 2, 1, 2, 3, [[-1, -1]], [0]),
+    "max_model_len - L = 1": ([[4, 6, 4]], 2, 1, 2, 4, [[6, -1]], [1]),
+    "an empty history in a ragged batch": ([[], [3, 8, 3]], 2, 1, 2, 100, [[-1, -1], [8, 3]], [0, 2]),
+    "the longest n first": ([[2, 5, 1, 2, 7, 1, 2]], 1, 1, 3, 100, [[7]], [1]),
+    "ids near 2**31": ([[2**31 - 1, 0, 2**31 - 1]], 2, 1, 2, 100, [[0, 2**31 - 1]], [2]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NAMED))
+def test_named_histories(name):
+    histories, k, min_n, max_n, cap, drafts, counts = NAMED[name]
+    out = outputs_everywhere("", example(histories, k, min_n, max_n, cap, width=8 if name != "K > L" else 3))
+    assert out["draft_token_ids"] == drafts and out["num_draft_tokens"] == counts
+
+
+@pytest.mark.parametrize("rule", RULE_NAMES)
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_the_oracle_equals_the_suffix_length_search(rule, data):
+    """Two references written two ways (windows by n; match lengths by position, picked by a key) agree on the
+    drawn histories of both tiers."""
+    stage = judged(PROPOSE, rule)
+    ex = data.draw(stage.strategy(data.draw(st.sampled_from(["valid", "hazard"])))(DrawContext()))
+    assert stage.invariants(ex, oracle_outputs(stage, ex)) == []
+
+
+REACHED = ["history: periodic", "history: planted", "history: one follower", "history: repeated", "history: empty",
+           "history: short", "K > every L", "cap: max_model_len - L = -1 for a request",
+           "cap: max_model_len - L = 0 for a request", "cap: max_model_len - L = 1 for a request",
+           "ids: near 2**31", "ids: zero and the largest", "layout: strided", "layout: transposed", "max_n > T",
+           "past the history: the pattern", "dtype: token_ids int64", "dtype: num_tokens int32"]
+
+
+def test_the_strategy_reaches_every_class_the_sources_name():
+    seen: Counter = Counter()
+    token = blocks.coverage.set(seen)
+    try:
+        settings(max_examples=200, deadline=None, database=None, derandomize=True)(
+            given(PROPOSE.valid(DrawContext()))(lambda ex: None))()
+    finally:
+        blocks.coverage.reset(token)
+    assert [name for name in REACHED if seen[name] < 3] == [], seen
+
+
+def planted_verdict(tmp_path, capsys, impl: str, *extra: str) -> dict:
+    report = tmp_path / "r.json"
+    status = main(["check", "--stage", "ngram.propose", "--impl", f"tests.planted_ngram:{impl}", "--device", "cpu",
+                   "--json", str(report), "--findings", str(tmp_path / "f"), *extra])
+    capsys.readouterr()
+    outcomes = json.loads(report.read_text())["outcomes"]
+    assert status == 1, outcomes
+    return {o["check"]: o for o in outcomes}
+
+
+@pytest.mark.parametrize("impl,declared", [
+    ("leftmost_for_rightmost", "rightmost_last"), ("cap_off_by_one", ""), ("zero_fill", ""),
+    ("pattern_one_short", ""), ("match_at_the_end", "")])
+def test_a_planted_bug_is_caught_and_shrunk(tmp_path, capsys, impl, declared):
+    outcomes = planted_verdict(tmp_path, capsys, impl, "--check", "valid",
+                               *(["--dialect", declared] if declared else []))
+    valid = outcomes["valid"]
+    assert valid["status"] == "failed" and valid["found_after"] <= 100, valid
+    _, shrunk = cases.load(Path(valid["case"]))
+    assert shrunk.inputs["token_ids"].shape[0] <= 3, valid["headline"]
+
+
+def test_a_pooled_kernel_fails_the_independent_check(tmp_path, capsys):
+    outcomes = planted_verdict(tmp_path, capsys, "pooled_leftmost", "--check", "independent")
+    headline = outcomes["independent"]["headline"]
+    assert "changing request" in headline and "inputs changed request" in headline, headline
+
+
+def test_our_kernels_keep_requests_independent_and_pooled_rules_are_not_asked():
+    from specverify.runs.independence import applies
+    for rule in RULE_NAMES:
+        target = backends.target(judged(PROPOSE, rule), "torch", "cpu")
+        assert (applies(target) is None) == (not RULES[rule].pooled), rule
