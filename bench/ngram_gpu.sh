@@ -15,7 +15,7 @@ git rev-parse --short HEAD >> "$out/machine.txt" 2>/dev/null
 (timeout -s INT "$limit" python3 -m specverify check --stage 'ngram.*' --stage 'seeded.*' --device cuda \
     --json "$out/check_cuda.json" > "$out/check_cuda.txt" 2>&1; echo "check: rc=$?" >> "$out/summary.txt") &
 (timeout -s INT "$limit" python3 -m specverify bench --stage ngram.propose --device cuda --batch 1 64 1024 \
-    --out "$out/bench" > "$out/bench.txt" 2>&1; echo "bench: rc=$?" >> "$out/summary.txt") &
+    --no-plots --out "$out/bench" > "$out/bench.txt" 2>&1; echo "bench: rc=$?" >> "$out/summary.txt") &
 (timeout -s INT "$limit" python3 -m pytest -q -n 8 -p no:cacheprovider tests -k "ngram or seeded" \
     > "$out/pytest_gpu.txt" 2>&1; echo "pytest: rc=$?" >> "$out/summary.txt") &
 wait
