@@ -63,8 +63,9 @@ RULE_TEXT = {
     "rightmost_last": "The rightmost window (largest s) is chosen; k' = K (no cap); the slots past the proposal "
                       "hold the history's last token h[L-1] (-1 for an empty history).",
     "trtllm_newest": "Pooled: the batch is the pool (so the `independent` check is not asked). Windows of every "
-                     "request's history count, each with its own followers; among them the largest key (n, the window is the request's own, its start s, "
-                     "minus the request's index) wins: the longest match, own history first, then the newest "
+                     "request's history count, each with its own followers; among them the largest key (n, the "
+                     "window is the request's own, its start s, minus the request's index) wins: the longest "
+                     "match, own history first, then the newest "
                      "(largest) start, then the lowest request. k' = K (no cap); the slots past the proposal are "
                      "written 0 (num_draft_tokens is the only sign of which are real).",
     "trtllm_oldest": "As trtllm_newest, the oldest (smallest) start winning among equal matches of one history.",
