@@ -63,8 +63,8 @@ def ngram_kernel(tok_ptr, tok_rows, tok_cols, len_ptr, len_stride, draft_ptr, dr
                 order = tl.max(tl.where(matched == top, starts, -1), axis=0)
             else:
                 order = -tl.min(tl.where(matched == top, starts, searched), axis=0)
-            better = (top > 0) & ((top > best_len) | ((top == best_len) & (
-                (own > best_own) | ((own == best_own) & (order > best_order)))))
+            after_length = (own > best_own) | ((own == best_own) & (order > best_order))
+            better = (top > 0) & ((top > best_len) | ((top == best_len) & after_length))
             best_len = tl.where(better, top, best_len)
             best_own = tl.where(better, own, best_own)
             best_order = tl.where(better, order, best_order)

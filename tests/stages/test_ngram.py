@@ -158,3 +158,14 @@ def test_our_kernels_keep_requests_independent_and_pooled_rules_are_not_asked():
     for rule in RULE_NAMES:
         target = backends.target(judged(PROPOSE, rule), "torch", "cpu")
         assert (applies(target) is None) == (not RULES[rule].pooled), rule
+
+
+@pytest.mark.parametrize("rule", ["rightmost_last", "trtllm_oldest"])
+def test_an_outside_kernel_of_another_rule_is_told_which_rule_it_may_follow(tmp_path, capsys, rule):
+    report = tmp_path / "r.json"
+    status = main(["check", "--stage", "ngram.propose", "--impl", f"specverify.kernels.torch.ngram:propose_{rule}",
+                   "--device", "cpu", "--check", "valid", "--json", str(report), "--findings", str(tmp_path / "f")])
+    out = capsys.readouterr().out
+    [verdict] = json.loads(report.read_text())["verdicts"]
+    assert status == 1 and verdict["follows"] == [rule], verdict["rules"]
+    assert f'declare dialect = "{rule}"' in out
