@@ -9,6 +9,8 @@ out=${OUT:-out}
 mkdir -p "$out"
 limit=${LIMIT_S:-540}
 export PYTHONUNBUFFERED=1 PYTHONPATH=${PYTHONPATH:-.}
+# the machine lacks two of the test extra's packages: their wheels travel in .whl/ (carry it)
+[ -d .whl ] && python3 -m pip install -q --no-index --find-links .whl junitparser libcst > "$out/pip.txt" 2>&1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/machine.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" >> "$out/machine.txt"
 git rev-parse --short HEAD >> "$out/machine.txt" 2>/dev/null

@@ -53,8 +53,8 @@ def chain_sampling_kernel(q_ptr, d_ptr, p_ptr, seed_ptr, offset_ptr, out_ptr, ac
         total += tl.sum(tl.maximum(res, 0.0), 0)
     t = u * total
     carried = 0.0
-    found = -1
-    last = -1
+    found = tl.full([], -1, tl.int64)         # int64 like the vocabulary positions it takes (a loop-carried type)
+    last = tl.full([], -1, tl.int64)
     for start in range(0, vocab, BLOCK):
         v = start + tl.arange(0, BLOCK).to(tl.int64)
         inside = v < vocab
