@@ -20,7 +20,9 @@ def subjects(args) -> list:
         raise UsageError("give one of --impl (with one --stage), --vendor and --backend")
     stages = selection.stages(args.stage)
     if args.backend:
-        found = [Subject(s.name, s.impls[args.backend]) for s in stages if args.backend in s.impls]
+        found = [Subject(s.name, s.impls[args.backend], views=tuple(
+                     (name, rule.impls[args.backend]) for name, rule in s.dialects.items()
+                     if args.backend in rule.impls)) for s in stages if args.backend in s.impls]
         if not found:
             raise UsageError(f"--stage selects no stage with a {args.backend} kernel")
         return found

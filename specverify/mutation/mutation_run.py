@@ -77,6 +77,9 @@ class Subject:
     stage: str
     impl: str                       # "module:function" (the entry whose reachable code is mutated)
     vendor: str | None = None       # checked as this vendor's (`check --vendor`: its declarations apply)
+    # our backends: (dialect, "module:function") of each dialect of ours; a mutant the record's rule lets
+    # through is checked under each of them in turn (code only a dialect reaches is judged there)
+    views: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -214,10 +217,12 @@ def sample(found: list[Mutant], n: int | None, seed: int | str) -> list[Mutant]:
 
 # --- one check process ---------------------------------------------------------------------------------
 
-def check_command(subject: Subject, options: Options, folder: Path) -> list[str]:
-    """The `specverify check` of one mutant (or the baseline), its report and findings in `folder`."""
-    command = [sys.executable, "-m", "specverify", "check", "--stage", subject.stage,
-               *(["--vendor", subject.vendor] if subject.vendor else ["--impl", subject.impl]),
+def check_command(subject: Subject, options: Options, folder: Path, view: tuple[str, str] | None = None) -> list[str]:
+    """The `specverify check` of one mutant (or the baseline), its report and findings in `folder`; `view`: under
+    that dialect of the subject's, its implementation."""
+    chosen = ["--impl", view[1], "--dialect", view[0]] if view else \
+        ["--vendor", subject.vendor] if subject.vendor else ["--impl", subject.impl]
+    command = [sys.executable, "-m", "specverify", "check", "--stage", subject.stage, *chosen,
                "--device", options.device, "--profile", options.profile, "--seed", str(options.seed),
                "--isolate", "--first-failure", "--json", str(folder / "report.json"),
                "--findings", str(folder / "findings")]
@@ -344,12 +349,23 @@ def write_mutant(mutant: Mutant, folder: Path) -> Path:
 
 
 def run_mutant(subject: Subject, mutant: Mutant, options: Options, deadline: float | None) -> Result:
+    """The record's rule first; a survivor then under each dialect view of the subject's, until one kills it."""
     folder = Path(tempfile.mkdtemp(prefix="specverify-mutant-"))
     try:
         named = write_mutant(mutant, folder)
-        finished = run_check(check_command(subject, options, folder), folder, deadline, {MUTANT_ENV: str(named)})
-        outcome, failing, headline = judge(finished, deadline)
-        result = Result(mutant, outcome, headline=headline, seconds=finished.seconds)
+        seconds = 0.0
+        for view in (None, *subject.views):
+            report = folder / "report.json"
+            report.unlink(missing_ok=True)
+            finished = run_check(check_command(subject, options, folder, view), folder, deadline,
+                                 {MUTANT_ENV: str(named)})
+            outcome, failing, headline = judge(finished, deadline)
+            seconds += finished.seconds
+            if outcome != "survived":
+                break
+        if view is not None and outcome != "survived":
+            headline = f"under dialect {view[0]}: {headline}"
+        result = Result(mutant, outcome, headline=headline, seconds=seconds)
         if failing is not None:
             result.check = str(failing.get("check", ""))
             result.examples = failing.get("found_after") or failing.get("examples") or None
@@ -361,10 +377,21 @@ def run_mutant(subject: Subject, mutant: Mutant, options: Options, deadline: flo
 
 
 def baseline(subject: Subject, options: Options) -> tuple[str, float]:
-    """("passed" or what failed, wall seconds) of the unmutated implementation's checks."""
+    """("passed" or what failed, wall seconds) of the unmutated implementation's checks (each dialect view's too;
+    the seconds are the longest one's, a mutant's deadline being per check)."""
+    longest = 0.0
+    for view in (None, *subject.views):
+        status, seconds = view_baseline(subject, options, view)
+        longest = max(longest, seconds)
+        if status != "passed":
+            return (f"under dialect {view[0]}: {status}" if view else status), longest
+    return "passed", longest
+
+
+def view_baseline(subject: Subject, options: Options, view: tuple[str, str] | None) -> tuple[str, float]:
     folder = Path(tempfile.mkdtemp(prefix="specverify-baseline-"))
     try:
-        finished = run_check(check_command(subject, options, folder), folder, None, {})
+        finished = run_check(check_command(subject, options, folder, view), folder, None, {})
         if finished.report is None:
             last = (finished.output.strip().splitlines() or ["no output"])[-1]
             return f"the check process exited with status {finished.status}: {last[:300]}", finished.seconds
