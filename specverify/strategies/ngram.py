@@ -49,7 +49,8 @@ def history(rng: np.random.Generator, kind: str, width: int, letters: int, min_n
     if kind == "short":
         return rng.integers(0, letters, min(width, max(0, min_n + int(rng.integers(-1, 2))))).tolist()
     length = int(width if rng.random() < 0.3 else rng.integers(1, width + 1))
-    if kind == "repeated":
+    if kind == "repeated":     # half no longer than max_n + 1: the longest pattern is then the history less a token
+        length = min(length, int(rng.integers(1, max_n + 2))) if rng.random() < 0.5 else length
         return [int(rng.integers(0, letters))] * length
     if kind == "periodic":
         period = rng.integers(0, letters, int(rng.integers(1, 5)))
