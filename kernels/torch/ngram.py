@@ -95,44 +95,37 @@ def proposed(rule: oracle.Rule, *, token_ids, num_tokens, min_n, max_n, max_mode
                                       fill_values(rule, token_ids, lengths, draft_token_ids)))
 
 
-
 def propose(*, token_ids, num_tokens, min_n, max_n, max_model_len, draft_token_ids,
             num_draft_tokens) -> None:
     """See `specverify.oracles.ngram.propose`."""
-    proposed(oracle.RULES[""], token_ids=token_ids, num_tokens=num_tokens, min_n=min_n, max_n=max_n,
-             max_model_len=max_model_len, draft_token_ids=draft_token_ids, num_draft_tokens=num_draft_tokens)
+    proposed(oracle.RULES[""], **locals())
 
 
 def propose_short(*, token_ids, num_tokens, min_n, max_n, max_model_len, draft_token_ids,
                   num_draft_tokens) -> None:
     """See `specverify.oracles.ngram.propose_short`."""
-    proposed(oracle.RULES["short"], token_ids=token_ids, num_tokens=num_tokens, min_n=min_n, max_n=max_n,
-             max_model_len=max_model_len, draft_token_ids=draft_token_ids, num_draft_tokens=num_draft_tokens)
+    proposed(oracle.RULES["short"], **locals())
 
 
 def propose_uncapped(*, token_ids, num_tokens, min_n, max_n, max_model_len, draft_token_ids,
                      num_draft_tokens) -> None:
     """See `specverify.oracles.ngram.propose_uncapped`."""
-    proposed(oracle.RULES["uncapped"], token_ids=token_ids, num_tokens=num_tokens, min_n=min_n, max_n=max_n,
-             max_model_len=max_model_len, draft_token_ids=draft_token_ids, num_draft_tokens=num_draft_tokens)
+    proposed(oracle.RULES["uncapped"], **locals())
 
 
 def propose_rightmost_last(*, token_ids, num_tokens, min_n, max_n, max_model_len, draft_token_ids,
                            num_draft_tokens) -> None:
     """See `specverify.oracles.ngram.propose_rightmost_last`."""
-    proposed(oracle.RULES["rightmost_last"], token_ids=token_ids, num_tokens=num_tokens, min_n=min_n, max_n=max_n,
-             max_model_len=max_model_len, draft_token_ids=draft_token_ids, num_draft_tokens=num_draft_tokens)
+    proposed(oracle.RULES["rightmost_last"], **locals())
 
 
 def propose_trtllm_newest(*, token_ids, num_tokens, min_n, max_n, max_model_len, draft_token_ids,
                           num_draft_tokens) -> None:
     """See `specverify.oracles.ngram.propose_trtllm_newest`."""
-    proposed(oracle.RULES["trtllm_newest"], token_ids=token_ids, num_tokens=num_tokens, min_n=min_n, max_n=max_n,
-             max_model_len=max_model_len, draft_token_ids=draft_token_ids, num_draft_tokens=num_draft_tokens)
+    proposed(oracle.RULES["trtllm_newest"], **locals())
 
 
 def propose_trtllm_oldest(*, token_ids, num_tokens, min_n, max_n, max_model_len, draft_token_ids,
                           num_draft_tokens) -> None:
     """See `specverify.oracles.ngram.propose_trtllm_oldest`."""
-    proposed(oracle.RULES["trtllm_oldest"], token_ids=token_ids, num_tokens=num_tokens, min_n=min_n, max_n=max_n,
-             max_model_len=max_model_len, draft_token_ids=draft_token_ids, num_draft_tokens=num_draft_tokens)
+    proposed(oracle.RULES["trtllm_oldest"], **locals())

@@ -97,7 +97,7 @@ def ngram_kernel(tok_ptr, tok_rows, tok_cols, len_ptr, len_stride, draft_ptr, dr
     tl.store(count_ptr + b.to(tl.int64) * count_stride, count)
 
 
-def launch_rule(rule: oracle.Rule, token_ids, num_tokens, min_n, max_n, max_model_len, draft_token_ids,
+def launch_rule(rule: oracle.Rule, *, token_ids, num_tokens, min_n, max_n, max_model_len, draft_token_ids,
                 num_draft_tokens) -> None:
     """Checks the arguments and launches `ngram_kernel` for `rule`. The integers passed are clamped where
     that changes nothing (a match is at most T - 1 long, a capped budget past K is K) so they fit int32."""
@@ -116,43 +116,37 @@ def launch_rule(rule: oracle.Rule, token_ids, num_tokens, min_n, max_n, max_mode
 @prepared
 def propose(*, token_ids, num_tokens, min_n, max_n, max_model_len, draft_token_ids, num_draft_tokens):
     """See `specverify.oracles.ngram.propose`. Any strides."""
-    launch_rule(oracle.RULES[""], token_ids, num_tokens, min_n, max_n, max_model_len, draft_token_ids,
-                num_draft_tokens)
+    launch_rule(oracle.RULES[""], **locals())
 
 
 @prepared
 def propose_short(*, token_ids, num_tokens, min_n, max_n, max_model_len, draft_token_ids, num_draft_tokens):
     """See `specverify.oracles.ngram.propose_short`. Any strides."""
-    launch_rule(oracle.RULES["short"], token_ids, num_tokens, min_n, max_n, max_model_len, draft_token_ids,
-                num_draft_tokens)
+    launch_rule(oracle.RULES["short"], **locals())
 
 
 @prepared
 def propose_uncapped(*, token_ids, num_tokens, min_n, max_n, max_model_len, draft_token_ids, num_draft_tokens):
     """See `specverify.oracles.ngram.propose_uncapped`. Any strides."""
-    launch_rule(oracle.RULES["uncapped"], token_ids, num_tokens, min_n, max_n, max_model_len, draft_token_ids,
-                num_draft_tokens)
+    launch_rule(oracle.RULES["uncapped"], **locals())
 
 
 @prepared
 def propose_rightmost_last(*, token_ids, num_tokens, min_n, max_n, max_model_len, draft_token_ids,
                            num_draft_tokens):
     """See `specverify.oracles.ngram.propose_rightmost_last`. Any strides."""
-    launch_rule(oracle.RULES["rightmost_last"], token_ids, num_tokens, min_n, max_n, max_model_len,
-                draft_token_ids, num_draft_tokens)
+    launch_rule(oracle.RULES["rightmost_last"], **locals())
 
 
 @prepared
 def propose_trtllm_newest(*, token_ids, num_tokens, min_n, max_n, max_model_len, draft_token_ids,
                           num_draft_tokens):
     """See `specverify.oracles.ngram.propose_trtllm_newest`. Any strides."""
-    launch_rule(oracle.RULES["trtllm_newest"], token_ids, num_tokens, min_n, max_n, max_model_len,
-                draft_token_ids, num_draft_tokens)
+    launch_rule(oracle.RULES["trtllm_newest"], **locals())
 
 
 @prepared
 def propose_trtllm_oldest(*, token_ids, num_tokens, min_n, max_n, max_model_len, draft_token_ids,
                           num_draft_tokens):
     """See `specverify.oracles.ngram.propose_trtllm_oldest`. Any strides."""
-    launch_rule(oracle.RULES["trtllm_oldest"], token_ids, num_tokens, min_n, max_n, max_model_len,
-                draft_token_ids, num_draft_tokens)
+    launch_rule(oracle.RULES["trtllm_oldest"], **locals())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from specverify.judge import materialize
+from specverify.judge.compare import element_bytes_differ
 from specverify.judge.harness import Failure, output_views
 from specverify.records.backends import Target
 from specverify.records.stage import Example
@@ -47,12 +48,10 @@ def verify_independent(target: Target, example: Example, ctx: Context) -> dict:
     first = outputs_of(target, example, ctx, "the drawn inputs")
     second = outputs_of(target, changed, ctx, f"request {r}'s inputs changed")
     for name, view in first.items():
-        others = np.arange(len(view)) != r
-        a, b = np.ascontiguousarray(view[others]), np.ascontiguousarray(second[name][others])
-        differs = (a.reshape(len(a), -1).view(np.uint8) != b.reshape(len(b), -1).view(np.uint8)).any(axis=1) \
-            if a.size else np.zeros(0, bool)
+        differs = element_bytes_differ(view, second[name]).reshape(len(view), -1).any(axis=1)
+        differs[r] = False
         if differs.any():
-            j = int(np.flatnonzero(others)[np.argmax(differs)])
+            j = int(np.argmax(differs))
             raise Failure(f"{target.label}: changing request {r}'s inputs changed request {j}'s {name}: "
                           f"{output_values(view[j])}, then {output_values(second[name][j])}",
                           "no information may flow between requests: each request's outputs are a function of "
