@@ -9,7 +9,8 @@ next `checkpoint()`: the start of the next example, the next check, the next tar
 
 Nor is it raised inside an import that may not be cut (numpy's native part, a module that registers names: cut,
 it could not be imported again, and the reports need it), nor while a native module initializes (Triton's
-creates enums by calling back into Python: an exception there aborts the process), nor in this module's
+creates enums by calling back into Python: an exception there aborts the process), nor while a thread is
+being started (cut there, the new thread may or may not run and cannot be joined), nor in this module's
 bookkeeping or code marked `atomic` (a timer being set or cleared). Imports of torch, Triton and our kernels may
 be cut (the longest; nothing after the signal needs them). Nor while an `Interrupted` is on its way up: the main
 thread is handling one (an `except`, `finally` or `__exit__` it passes through, a handler's cleanup). Until the
@@ -86,7 +87,7 @@ def _handle(number: int, frame) -> None:
         _pending, _number = signal.Signals(number).name, number
     if frame is not None and (frame.f_code.co_filename == __file__ or frame.f_code in _atomic):
         return                      # bookkeeping: the watcher signals again
-    if not _on_its_way() and not _import_holds(frame):
+    if not _on_its_way() and not _holds(frame):
         checkpoint()
 
 
@@ -116,11 +117,14 @@ def _may_cut(module: str) -> bool:
     return any(module == cut or module.startswith(cut + ".") for cut in CUT_SHORT)
 
 
-def _import_holds(frame) -> bool:
-    """Whether an import under way keeps a signal from raising: one that may not be cut, or the initialization
-    of a native module (an exception raised in the Python it calls back may end the process: pybind11 aborts)."""
+def _holds(frame) -> bool:
+    """Whether the code under way keeps a signal from raising: an import that may not be cut, the
+    initialization of a native module (an exception raised in the Python it calls back may end the process:
+    pybind11 aborts), or `Thread.start` (its wait for the new thread)."""
     while frame is not None:
         code = frame.f_code
+        if code.co_filename == threading.__file__ and code.co_name == "start":
+            return True
         if code.co_filename == IMPORTING and code.co_name == "_find_and_load":
             if not _may_cut(str(frame.f_locals.get("name", ""))):
                 return True

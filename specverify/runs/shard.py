@@ -509,10 +509,12 @@ def run_local(targets: list[Target], plan: RunPlan, spec: str | list[Lane],
         raise
     finally:
         stop.set()
-        if reader is not None:
-            reader.join()
-        if workers is not None:
-            workers.stop()
+        try:
+            if reader is not None:
+                reader.join()
+        finally:
+            if workers is not None:
+                workers.stop()
     return gather.outcomes()
 
 

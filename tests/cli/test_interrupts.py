@@ -293,3 +293,26 @@ def test_no_second_interrupt_while_one_is_handled():
                 cleaned = True
         interrupts.caught()
     assert cleaned and raised.value.why == "SIGINT"
+
+
+def test_a_signal_while_a_thread_starts_waits_until_it_has_started(monkeypatch):
+    """Cut inside `Thread.start`, a thread may run yet never be joinable (the run's cleanup then failed and
+    left its workers behind): the signal is raised once `start` has returned."""
+    name = "_start_new_thread" if hasattr(threading, "_start_new_thread") else "_start_joinable_thread"
+    original, returned = getattr(threading, name), False
+
+    def signalled(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)      # lands while the thread starts
+        return original(*args, **kwargs)
+
+    worker = threading.Thread(target=time.sleep, args=(0.2,))
+    with interrupts.installed():
+        monkeypatch.setattr(threading, name, signalled)
+        with pytest.raises(interrupts.Interrupted):
+            worker.start()
+            returned = True
+            for _ in range(100):
+                time.sleep(0.01)                    # the watcher signals again
+        interrupts.caught()
+    worker.join()
+    assert returned
