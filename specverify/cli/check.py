@@ -15,6 +15,7 @@ from specverify.cli.output import ProgressListener, console, progress_bar, say
 from specverify.judge import sandbox
 from specverify.pages import report_files
 from specverify.pages.terminal import EXAMPLES_NOTE, coverage_tables, run_lines, summary_table, totals_line
+from specverify.records.registry import all_stages
 from specverify.runs import session
 from specverify.runs.protocol import Outcome
 from specverify.runs.verdicts import Run
@@ -127,7 +128,7 @@ def print_run(run: Run, args, chosen: selection.Selection | None, seconds: float
     for line in run_lines(run, bool(chosen and chosen.judges_outside)):
         say(line)
     if args.coverage:
-        for table in coverage_tables(run.outcomes):
+        for table in coverage_tables(run.outcomes, all_stages()):
             console.print(table)
     if run.exit_status == NOTHING_CHECKED:
         say("specverify check: nothing was checked: every target was skipped")

@@ -28,16 +28,33 @@ def summary_table(outcomes: list) -> Table:
     return table
 
 
-def coverage_tables(outcomes: list) -> list[Table]:
-    """Each stage's equivalence classes (strategy labels) and how many draws fell in each."""
+def coverage_tables(outcomes: list, stages: dict) -> list[Table]:
+    """Each stage's equivalence classes (strategy labels) and how many examples fell in each, all checks and
+    backends together; a class the record names (`Stage.floors`, from `stages`) also shows its floor and the
+    fewest examples of it one target's check of that tier drew, in red when under the floor (floors are set
+    for the ci budget)."""
     by_stage: dict[str, Counter] = {}
+    fewest: dict[tuple[str, str, str], int] = {}
     for o in outcomes:
         by_stage.setdefault(o.stage, Counter()).update(o.coverage)
+        stage = stages.get(o.stage)
+        for floor in stage.floors if stage is not None else ():
+            if o.check == floor.tier:
+                key = (o.stage, floor.tier, floor.label)
+                fewest[key] = min(fewest.get(key, o.coverage[floor.label]), o.coverage[floor.label])
     tables = []
-    for stage, seen in by_stage.items():
-        table = Table("class", "draws", title=f"{stage}: what the draws covered (all backends)")
-        for name, count in sorted(seen.items()):
-            table.add_row(name, str(count))
+    for name, seen in by_stage.items():
+        floors = {floor.label: floor for floor in stages[name].floors} if name in stages else {}
+        table = Table("class", "examples", "floor", "fewest in a target's check",
+                      title=f"{name}: what the draws covered (all checks and backends)")
+        for label in sorted(set(seen) | set(floors)):
+            floor = floors.get(label)
+            if floor is None:
+                table.add_row(label, str(seen[label]), "", "")
+                continue
+            least = fewest.get((name, floor.tier, label))
+            shown = "-" if least is None else str(least) if least >= floor.least else f"[red]{least} (under)[/red]"
+            table.add_row(f"[bold]{label}[/bold]", str(seen[label]), f"{floor.least} ({floor.tier})", shown)
         tables.append(table)
     return tables
 

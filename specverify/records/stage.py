@@ -217,6 +217,18 @@ class Dialect:
 
 
 @dataclass(frozen=True)
+class Floor:
+    """An input class that matters for a stage (its contract or a shipped bug names it): the strategy label that
+    marks it, the tier that draws it, and the fewest draws of it the ci budget must hold on each of the seeds
+    0-3 (`specverify.runs.reach`); `interpreted`: the Triton interpreter's smaller draws must hold it too."""
+    label: str
+    least: int
+    why: str
+    tier: str = "valid"
+    interpreted: bool = False
+
+
+@dataclass(frozen=True)
 class Stage:
     name: str                                   # "family.stage", as in STAGES.md
     inputs: tuple[Field, ...]                   # keyword arguments, in STAGES.md order
@@ -277,6 +289,8 @@ class Stage:
     # where the example has no other request; the `independent` check requires every other request's outputs to
     # keep their bytes (`specverify.runs.independence`)
     twin: Callable[[Example], tuple[Example, int] | None] | None = None
+    # the input classes that matter (see Floor): a check of the draws fails when one is drawn under its floor
+    floors: tuple[Floor, ...] = ()
 
     @property
     def family(self) -> str:

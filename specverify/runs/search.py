@@ -31,8 +31,8 @@ from specverify.records.backends import Target
 from specverify.records.stage import DrawContext, Example
 from specverify.runs.profiles import seed_for
 from specverify.runs.protocol import Context, Outcome
+from specverify.runs.reach import Tally, tier_draws
 from specverify.strategies.blocks import coverage
-from specverify.strategies.generic import invalid_tier
 
 
 class Abandon(BaseException):
@@ -54,8 +54,7 @@ def tier_strategy(target: Target, tier: str):
     """What a tier draws: the stage's own strategy; for the invalid tier, its hand-written value rules
     and the rules generated from its record. Within the target's declared domain: its bounds through the
     context, its layouts, dtypes and optional inputs by projecting every draw onto them."""
-    ctx = draw_context(target)
-    drawn = invalid_tier(target.stage, ctx) if tier == "invalid" else target.stage.strategy(tier)(ctx)
+    drawn = tier_draws(target.stage, tier, draw_context(target))
     return drawn if target.domain is None else projected(drawn, target.domain)
 
 
@@ -84,9 +83,9 @@ def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ct
     outcome = Outcome(stage.name, target.backend.name, target.device, check, planned=planned)
     started = time.perf_counter()
     failing: list[tuple[Example, BaseException]] = []
-    seen: Counter = Counter()
+    tally = Tally()
     timing: Counter = Counter()
-    token, clocks = coverage.set(seen), spent.set(timing)
+    token, clocks = coverage.set(tally.labels), spent.set(timing)
     seed = seed_for(ctx.run_seed, stage.name, tier if check == tier else f"{tier}:{check}")
     memo, key = shared_draws(target, check, tier, seed, planned, ctx)
     drawn: list[Example] = []
@@ -108,21 +107,23 @@ def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ct
                 outcome.found_after = outcome.examples
             failing.append((example, exc))
             raise
+        finally:
+            tally.close()
         for key, value in measured.items():
             outcome.measures[key] = max(value, outcome.measures.get(key, value))
 
     earlier = memo.draws.get(key) if key is not None else None
     try:
         if earlier is not None and replayed(earlier.examples, probe, outcome, failing):
-            seen.update(earlier.coverage)
+            tally.counts.update(earlier.coverage)
         else:
             drawn.clear()
             test = hypothesis_seed(seed)(ctx.profile.hypothesis_settings(outcome.planned)(
-                given(tier_strategy(target, tier))(probe)))
+                given(tally.drawing(tier_strategy(target, tier)))(probe)))
             with interrupts.deferred():    # a signal inside Hypothesis's engine waits for the next example
                 test()
             if key is not None and not failing:
-                memo.keep_draws(key, drawn, seen)
+                memo.keep_draws(key, drawn, tally.counts)
     except Abandon:
         if failing:
             record_failure(target, check, ctx, outcome, *failing[-1])
@@ -146,7 +147,7 @@ def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ct
     finally:
         coverage.reset(token)
         spent.reset(clocks)
-    outcome.coverage = seen
+    outcome.coverage = tally.counts
     outcome.seconds = time.perf_counter() - started
     outcome.timing = {phase: round(timing[phase], 4) for phase in ("oracle", "call", "judge", "guard")}
     outcome.timing["other"] = round(max(0.0, outcome.seconds - sum(timing.values())), 4)   # drawing, shrinking
