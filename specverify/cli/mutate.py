@@ -22,7 +22,7 @@ def subjects(args) -> list:
     if args.backend:
         found = [Subject(s.name, s.impls[args.backend], views=tuple(
                      (name, rule.impls[args.backend]) for name, rule in s.dialects.items()
-                     if args.backend in rule.impls)) for s in stages if args.backend in s.impls]
+                     if args.backend in rule.impls), validates=True) for s in stages if args.backend in s.impls]
         if not found:
             raise UsageError(f"--stage selects no stage with a {args.backend} kernel")
         return found

@@ -36,9 +36,11 @@ SAMPLE = 4099           # the key holds every SAMPLE-th byte of each slot; a mat
 
 @dataclass
 class Draws:
-    """A passing search's examples, in the order its judge saw them, and what its draws covered."""
+    """A passing search's examples, in the order its judge saw them, what its draws covered and the value rules
+    they offered (the invalid tier's)."""
     examples: list
     coverage: Counter
+    offered: set
 
 
 class Memo:
@@ -78,12 +80,12 @@ class Memo:
         self.answers.setdefault(key, []).append(expected)
         self.used += size
 
-    def keep_draws(self, key: tuple, examples: list, covered: Counter) -> None:
+    def keep_draws(self, key: tuple, examples: list, covered: Counter, offered: set) -> None:
         """Keep a passing search's draws (all of them, or none beyond the budget)."""
         size = sum(v.nbytes for example in examples for v in example.inputs.values() if isinstance(v, np.ndarray))
         if key in self.draws or self.drawn_bytes + size > self.budget:
             return
-        self.draws[key] = Draws(list(examples), Counter(covered))
+        self.draws[key] = Draws(list(examples), Counter(covered), set(offered))
         self.drawn_bytes += size
 
 

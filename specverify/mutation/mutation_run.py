@@ -80,6 +80,7 @@ class Subject:
     # our backends: (dialect, "module:function") of each dialect of ours; a mutant the record's rule lets
     # through is checked under each of them in turn (code only a dialect reaches is judged there)
     views: tuple[tuple[str, str], ...] = ()
+    validates: bool = False         # refuses invalid arguments (our backends): its checks ask the invalid tier
 
 
 @dataclass(frozen=True)
@@ -220,8 +221,13 @@ def sample(found: list[Mutant], n: int | None, seed: int | str) -> list[Mutant]:
 def check_command(subject: Subject, options: Options, folder: Path, view: tuple[str, str] | None = None) -> list[str]:
     """The `specverify check` of one mutant (or the baseline), its report and findings in `folder`; `view`: under
     that dialect of the subject's, its implementation."""
-    chosen = ["--impl", view[1], "--dialect", view[0]] if view else \
-        ["--vendor", subject.vendor] if subject.vendor else ["--impl", subject.impl]
+    if subject.validates:       # declared as our kernels are: they validate, under the dialect of the view
+        declaration = folder / "declare.toml"
+        declaration.write_text("validates = true\n" + (f'dialect = "{view[0]}"\n' if view else ""))
+        chosen = ["--impl", view[1] if view else subject.impl, "--declare", str(declaration)]
+    else:
+        chosen = ["--impl", view[1], "--dialect", view[0]] if view else \
+            ["--vendor", subject.vendor] if subject.vendor else ["--impl", subject.impl]
     command = [sys.executable, "-m", "specverify", "check", "--stage", subject.stage, *chosen,
                "--device", options.device, "--profile", options.profile, "--seed", str(options.seed),
                "--isolate", "--first-failure", "--json", str(folder / "report.json"),

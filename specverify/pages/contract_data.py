@@ -232,7 +232,17 @@ def stage_data(stage: Stage) -> dict:
             "worked": None if stage.worked is None else worked_data(stage, stage.worked(),
                                                                      inspect.getdoc(stage.worked)),
             "declarable": declarable_items(stage), "dialects": dialect_data(stage),
-            "randomness": randomness_text(stage), "requests": requests_text(stage)}
+            "randomness": randomness_text(stage), "requests": requests_text(stage), "reached": reached_items(stage)}
+
+
+def reached_items(stage: Stage) -> list[str]:
+    """The input classes the record names (`Stage.floors`): what every ci run draws, and why each matters."""
+    from specverify.runs.profiles import PROFILES
+
+    count = PROFILES["ci"].examples
+    return [f"{floor.tier}: {floor.label} (in at least {floor.least} of {count[floor.tier]} examples"
+            f"{', also at the Triton interpreter sizes' if floor.interpreted else ''}): {floor.why}"
+            for floor in stage.floors]
 
 
 def requests_text(stage: Stage) -> str:

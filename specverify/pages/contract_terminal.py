@@ -17,7 +17,7 @@ import textwrap
 from rich.console import Console
 from rich.text import Text
 
-from specverify.pages.contract_text import INLINE, POINTER, sentence, signature
+from specverify.pages.contract_text import INLINE, POINTER, REACHED_NOTE, sentence, signature
 
 MAX_WIDTH = 120          # the text is wrapped to the terminal's width, at most this
 MIN_ROOM = 36            # fewest columns a field's meaning gets beside its name before it goes below
@@ -187,6 +187,9 @@ def stage_page(page: Page, stage: dict) -> None:
     if stage.get("requests"):
         page.heading("Requests")
         page.prose(stage["requests"])
+    if stage.get("reached"):
+        page.heading("Input classes every run reaches")
+        page.prose(REACHED_NOTE + "\n" + "\n".join(f"- {item}" for item in stage["reached"]))
     for d in stage["dialects"]:
         page.heading(Text.assemble(("Dialect ", HEADING), (d["name"], f"{HEADING} {CODE}")))
         page.prose(sentence(d["doc"]))

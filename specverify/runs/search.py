@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections import Counter
+from dataclasses import replace
 from typing import Callable
 
 from hypothesis import errors as hypothesis_errors
@@ -32,7 +33,7 @@ from specverify.records.stage import DrawContext, Example
 from specverify.runs.profiles import seed_for
 from specverify.runs.protocol import Context, Outcome
 from specverify.runs.reach import Tally, tier_draws
-from specverify.strategies.blocks import coverage
+from specverify.strategies.blocks import coverage, rule_asked, rules_offered
 
 
 class Abandon(BaseException):
@@ -74,19 +75,24 @@ def verify_tier(target: Target, example: Example, ctx: Context) -> dict:
 Judge = Callable[[Target, Example, Context], dict]
 
 
-def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ctx: Context) -> Outcome:
+def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ctx: Context,
+           rule: str | None = None, offered: set[str] | None = None) -> Outcome:
     """Draw up to `planned` examples of `tier` and hand each to `judge` (which raises Failure, or returns
     what it measured: the outcome keeps the largest value of each measure). Within a stage's scope, the
     draws of an earlier target's passing search with the same strategy, seed and budget are handed over
-    again without Hypothesis (`stage_memo`); if one fails, the search runs with Hypothesis."""
+    again without Hypothesis (`stage_memo`); if one fails, the search runs with Hypothesis. A passing search of
+    the invalid tier then asks each value rule its draws offered but never asked (`swept`); `rule`: the one
+    value rule such a search asks, `offered`: where it adds the rules its draws offer."""
     stage = target.stage
     outcome = Outcome(stage.name, target.backend.name, target.device, check, planned=planned)
     started = time.perf_counter()
     failing: list[tuple[Example, BaseException]] = []
     tally = Tally()
     timing: Counter = Counter()
+    offered = set() if offered is None else offered
     token, clocks = coverage.set(tally.labels), spent.set(timing)
-    seed = seed_for(ctx.run_seed, stage.name, tier if check == tier else f"{tier}:{check}")
+    rules = rules_offered.set(offered), rule_asked.set(rule)
+    seed = seed_for(ctx.run_seed, stage.name, (tier if check == tier else f"{tier}:{check}") + (f" {rule}" if rule else ""))
     memo, key = shared_draws(target, check, tier, seed, planned, ctx)
     drawn: list[Example] = []
 
@@ -116,6 +122,7 @@ def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ct
     try:
         if earlier is not None and replayed(earlier.examples, probe, outcome, failing):
             tally.counts.update(earlier.coverage)
+            offered.update(earlier.offered)
         else:
             drawn.clear()
             test = hypothesis_seed(seed)(ctx.profile.hypothesis_settings(outcome.planned)(
@@ -123,7 +130,7 @@ def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ct
             with interrupts.deferred():    # a signal inside Hypothesis's engine waits for the next example
                 test()
             if key is not None and not failing:
-                memo.keep_draws(key, drawn, tally.counts)
+                memo.keep_draws(key, drawn, tally.counts, offered)
     except Abandon:
         if failing:
             record_failure(target, check, ctx, outcome, *failing[-1])
@@ -132,6 +139,10 @@ def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ct
             outcome.headline = (f"{target.label}: incomplete: the target's time limit was spent after "
                                 f"{outcome.examples} of {outcome.planned} example(s) of the {check} check, all passed")
             outcome.report = outcome.headline
+    except hypothesis_errors.Unsatisfiable:
+        if rule is None:
+            raise
+        outcome.notes.append(f"value rule {rule!r}: no draw offered it again")
     except (Failure, OracleError, hypothesis_errors.Flaky) as exc:
         if not failing:
             raise
@@ -147,11 +158,39 @@ def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ct
     finally:
         coverage.reset(token)
         spent.reset(clocks)
+        rules_offered.reset(rules[0])
+        rule_asked.reset(rules[1])
     outcome.coverage = tally.counts
     outcome.seconds = time.perf_counter() - started
     outcome.timing = {phase: round(timing[phase], 4) for phase in ("oracle", "call", "judge", "guard")}
     outcome.timing["other"] = round(max(0.0, outcome.seconds - sum(timing.values())), 4)   # drawing, shrinking
+    if tier == "invalid" and rule is None and outcome.status == "passed":
+        swept(target, check, judge, ctx, outcome, offered)
     return outcome
+
+
+def swept(target: Target, check: str, judge: Judge, ctx: Context, outcome: Outcome, offered: set[str]) -> None:
+    """Each value rule of the invalid tier that the search's draws (or the sweep's) offered but never asked,
+    asked in one example of its own (in name order, each with its own seed; a failure ends the sweep): the ci
+    budget asks every rule however the draws fell. The outcome takes the sweep's examples and its first
+    failure."""
+    asked = {name.removeprefix("invalid: ") for name in outcome.coverage if name.startswith("invalid: ")}
+    quiet = replace(ctx, progress=None)
+    while offered - asked:
+        rule = min(offered - asked)
+        asked.add(rule)
+        more = search(target, check, "invalid", 1, judge, quiet, rule=rule, offered=offered)
+        before, outcome.examples = outcome.examples, outcome.examples + more.examples
+        outcome.coverage.update(more.coverage)
+        outcome.notes += more.notes
+        outcome.seconds += more.seconds
+        for phase, seconds in more.timing.items():
+            outcome.timing[phase] = round(outcome.timing.get(phase, 0.0) + seconds, 4)
+        if more.status != "passed":
+            for name in ("status", "kind", "headline", "report", "case", "failing"):
+                setattr(outcome, name, getattr(more, name))
+            outcome.found_after = None if more.found_after is None else before + more.found_after
+            return
 
 
 def not_repeated(target: Target, ctx: Context, first: BaseException) -> Failure:

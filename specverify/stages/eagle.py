@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, Layout, O
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, Floor, I, Layout, O
 from specverify.records.wiring import wired
 from specverify.strategies import eagle as draw
 
@@ -17,6 +17,12 @@ i32, i64 = np.int32, np.int64
 
 QSL = "exclusive offsets: request r's query is qsl[r] .. qsl[r+1] - 1"
 DTYPES = "Index fields are drawn int32 or int64 independently."
+PROGRAMS = "Triton: a batch past one program's rows (rows offset by the program id)"
+
+
+def programs_floor(least: int, interpreted: bool = True) -> Floor:
+    """The floor of a batch spanning two programs of the stage's Triton kernel or more."""
+    return Floor("batch: more than one program", least, PROGRAMS, interpreted=interpreted)
 
 
 def verify_offsets(batch: int) -> np.ndarray:
@@ -78,6 +84,18 @@ Invalid: ids below -1, `vocab_size` below 1, a 1-D `sampled_token_ids`, wrong dt
     },
     bench=next_token_bench,
     launches={"triton": 1, "torch": 10},
+    floors=(
+        Floor("sampled: a valid id after a gap", 15, "the rightmost valid entry, not the end of a leading run",
+              interpreted=True),
+        Floor("sampled: an id >= V", 15, "an id >= V is not valid (a drafter's larger vocabulary)", interpreted=True),
+        Floor("sampled: a row without a valid id", 15, "no valid id: the backup, count 0", interpreted=True),
+        Floor("discard: some rows", 6, "a discarded row takes its backup whatever it holds", interpreted=True),
+        Floor("discard: all rows", 6, "every row discarded"),
+        Floor("vocab: V=1", 5, "one id: every id but 0 is out of the vocabulary"),
+        Floor("sampled: S = 0", 3, "S = 0: no column, every row takes its backup", interpreted=True),
+        Floor("layout: row stride > row length", 15, "rows further apart than their length", interpreted=True),
+        programs_floor(5),
+    ),
 )
 
 
@@ -138,6 +156,17 @@ decreasing, wrong dtypes or lengths.""",
     },
     bench=prepare_padded_bench,
     launches={"triton": 1, "torch": 7},
+    floors=(
+        Floor("num_reqs < B", 10, "rows from num_reqs on are not written", interpreted=True),
+        Floor("stale rows past num_reqs", 4, "junk in the rows past num_reqs affects nothing", interpreted=True),
+        Floor("requests: some discarded (0 sampled)", 15, "a count of 0: n + 1 rejected", interpreted=True),
+        Floor("batch: a request with no drafts", 10, "n = 0: 0 rejected whatever its count", interpreted=True),
+        Floor("queries: some longer than n + 1 (prefill chunks)", 5, "the index counts from the query's end, not "
+              "its start + n", interpreted=True),
+        Floor("batch: a request with more than 128 drafts", 8, "rows of more than 128 drafts (tiers)"),
+        Floor("dtype: query_start_loc int64", 10, "token_indices_to_sample takes query_start_loc's dtype"),
+        programs_floor(2, interpreted=False),
+    ),
 )
 
 
@@ -225,6 +254,23 @@ the composition.""",
     launches={"triton": 1, "torch": 24},   # Torch: verification 10, next token 8, prepare 5 (23); the H200
                                            # counted one more on a B = 1, K = 1, V = 1 example
     bench=draw.verify_and_prepare_padded_bench,
+    floors=(
+        Floor("is_greedy: mixed", 12, "rows that are not greedy keep what the caller left", interpreted=True),
+        Floor("is_greedy: none", 2, "is_greedy None: every row verified", interpreted=True),
+        Floor("drafts: accepted prefix all", 10, "every draft accepted: the bonus is emitted, 0 rejected",
+              interpreted=True),
+        Floor("drafts: accepted prefix none", 3, "the first draft rejected: one token emitted, n rejected"),
+        Floor("output_token_ids: junk in greedy rows' first n + 1 slots", 15, "next_token_padded reads the whole "
+              "row: the caller's slots past what verification writes count", interpreted=True),
+        Floor("output_token_ids: out-of-vocabulary ids past n + 1", 15, "ids >= V past the emitted prefix are "
+              "not valid", interpreted=True),
+        Floor("discard: some rows", 4, "a discarded row: its backup, count 0", interpreted=True),
+        Floor("num_reqs < B", 12, "prepare_inputs_padded writes only rows below num_reqs", interpreted=True),
+        Floor("stale query_start_loc past num_reqs", 10, "entries past num_reqs are not read", interpreted=True),
+        Floor("layout: strided", 15, "output_token_ids of any strides, read back and written", interpreted=True),
+        Floor("batch: a request with more than 128 drafts", 10, "rows of more than 128 drafts (tiers)"),
+        programs_floor(5),
+    ),
 )
 
 
@@ -279,15 +325,27 @@ Invalid: `query_start_loc` not starting at 0 or decreasing, a negative draft cou
 or above n[r] + 1, a query or sequence shorter than its rejected tokens, a `token_indices` buffer whose
 length is not the sum of q', wrong dtypes or lengths.""",
     tiers={
-        "valid": "Draft batches as in rejection; queries of n + 1 tokens, some longer; `num_sampled` from 1 to "
-                 "n + 1, or 0 for some requests; sequences as long as their query or up to 300 longer (a "
-                 "sequence left empty happens). " + DTYPES,
+        "valid": "Draft batches as in rejection, one in six of more than 32 requests; queries of n + 1 tokens, "
+                 "some longer; `num_sampled` from 1 to n + 1, or 0 for some requests; sequences as long as their "
+                 "query or up to 300 longer (a sequence left empty happens). " + DTYPES,
         "invalid": "One rule broken: `query_start_loc` starting at -1 or decreasing, `num_sampled` above n + 1, "
                    "a draft count of -1, a sequence shorter than its rejected tokens, a float dtype, wrong "
                    "lengths of inputs or outputs.",
     },
     bench=prepare_bench,
     launches={"triton": 1, "torch": 10},
+    floors=(
+        Floor("batch: more than one program", 4, "Triton: a later program sums the kept tokens of the requests "
+              "before its own", interpreted=True),
+        Floor("requests: some discarded (0 sampled)", 20, "num_sampled 0 drops all n + 1 tokens", interpreted=True),
+        Floor("batch: a request with no drafts", 8, "n = 0: nothing rejected whatever num_sampled says",
+              interpreted=True),
+        Floor("prepare: a sequence left empty", 5, "a sequence of only rejected tokens: new length 0 (tiers)"),
+        Floor("queries: some longer than n + 1 (prefill chunks)", 3, "a query keeps q - rejected tokens, more "
+              "than n + 1", interpreted=True),
+        Floor("batch: B=0", 5, "no request: new_query_start_loc = [0]", interpreted=True),
+        Floor("dtype: query_start_loc int64", 10, "new_query_start_loc and token_indices take its dtype"),
+    ),
 )
 
 
@@ -395,6 +453,21 @@ longest query, wrong dtypes or lengths.""",
     },
     bench=copy_expand_bench,
     launches={"triton": 1, "torch": 23},   # Torch: 19, and the hidden-state mapping's 4 when shifting
+    floors=(
+        Floor("copy_expand: rejected tokens", 20, "the last rej slots: padding id, rejected mask, position 0",
+              interpreted=True),
+        Floor("copy_expand: buffers longer than needed", 15, "tails past qsl[B] are left untouched", interpreted=True),
+        Floor("copy_expand: shift=True, P=1", 6, "EAGLE: each query's first id dropped, no parallel slot",
+              interpreted=True),
+        Floor("copy_expand: shift=True, P=>1", 8, "out0 = qs + r * (P - 1), masked parallel slots",
+              interpreted=True),
+        Floor("copy_expand: shift=False, P=1", 4, "a draft model's pass: ids kept whole, the mapping not written",
+              interpreted=True),
+        Floor("copy_expand: shift=False, P=>1", 2, "out0 = qs + r * P without shift"),
+        Floor("max_query_len: None", 3, "no host hint: sizes from the buffers"),
+        Floor("max_query_len: exact", 10, "a hint equal to the longest query (a grid sized from it)"),
+        programs_floor(10),
+    ),
 )
 
 
@@ -444,6 +517,14 @@ a Python int, results that do not fit the dtype.""",
     },
     bench=extend_bench,
     launches={"triton": 1, "torch": 2},
+    floors=(
+        Floor("extend: N = 0", 2, "N = 0: both outputs are the inputs", interpreted=True),
+        Floor("extend: an empty query", 10, "a query of 0 tokens grows too", interpreted=True),
+        Floor("extend: B = 0", 3, "no request: new_query_start_loc = [0]", interpreted=True),
+        Floor("dtype: query_start_loc int64", 15, "new_query_start_loc takes its dtype"),
+        Floor("dtype: seq_lens int64", 15, "new_seq_lens takes its dtype"),
+        programs_floor(4, interpreted=False),
+    ),
 )
 
 
@@ -512,7 +593,7 @@ whose slot overflows int64, wrong dtypes or lengths.""",
     tiers={
         "valid": "B from 0 to 1024, sometimes 2 extra rows past `batch_size` holding junk, `input_batch_size` "
                  "equal to `batch_size` or 1 or 9 larger; block size 1, 7 or 16, NB from 1 to 6; "
-                 "`max_model_len` equal to the table's capacity, 3 more, half, or 1; positions inside, "
+                 "`max_model_len` equal to the table's capacity, 1 or 3 more, half, or 1; positions inside, "
                  "just below, at and past the limit, or past the table; block ids up to 2^31 - 1 (slots "
                  "beyond int32); a block table with rows further apart than their length. " + DTYPES,
         "invalid": "One rule broken: `batch_size` above `input_batch_size` or B, block size 0, "
@@ -521,6 +602,26 @@ whose slot overflows int64, wrong dtypes or lengths.""",
     },
     bench=step_bench,
     launches={"triton": 1, "torch": 11},   # Torch: 10 without padded rows or without positions past the table
+    floors=(
+        Floor("step: a position reaches max_model_len", 20, "p >= max_model_len: position 0, slot -1, length 1",
+              interpreted=True),
+        Floor("step: a row with room past the table (its last block)", 8, "blk = min(p // block_size, NB - 1)",
+              interpreted=True),
+        Floor("step: max_model_len one past the table, a row at its last position", 3, "the block clamp's edge: "
+              "an off-by-one clamp (tests/planted_eagle.py) passes every other draw", interpreted=True),
+        Floor("step: a row with room whose sequence is at max_model_len", 3, "seq_lens = min(seq_lens + 1, "
+              "max_model_len)", interpreted=True),
+        Floor("step: CUDA-graph padded rows", 20, "rows batch_size .. input_batch_size - 1: slot -1",
+              interpreted=True),
+        Floor("step: junk rows past batch_size", 15, "rows past batch_size are not read or written",
+              interpreted=True),
+        Floor("step: slots beyond int32", 10, "the slot is computed in int64", interpreted=True),
+        Floor("step: max_model_len beyond int32", 2, "positions and blocks past 32 bits (Triton: the wide path)"),
+        Floor("step: block size not a power of two", 6, "Triton: a division, not a shift", interpreted=True),
+        Floor("layout: row stride > row length", 15, "a strided block table", interpreted=True),
+        Floor("dtype: positions int64", 10, "clamped_positions takes its dtype"),
+        programs_floor(4, interpreted=False),
+    ),
 )
 
 STAGES = (NEXT_TOKEN_PADDED, PREPARE_INPUTS_PADDED, VERIFY_AND_PREPARE_PADDED, PREPARE_INPUTS, COPY_AND_EXPAND_INPUTS, EXTEND_QUERIES,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, Floor, I, O
 from specverify.records.wiring import wired
 from specverify.strategies import graph as draw
 
@@ -132,6 +132,22 @@ FILL_COMMON_INPUTS = wired(
     ),
     bench=fill_bench,
     launches={"triton": 1, "torch": 10},
+    floors=(
+        Floor("fill: batch = capacity", 10, "B = MB: no padding request", interpreted=True),
+        Floor("fill: B < capacity", 8, "padding requests get 0, PAD, PAD and block row 0", interpreted=True),
+        Floor("fill: B = 0", 5, "an empty batch: every request is padding", interpreted=True),
+        Floor("fill: padding requests with PAD = 0", 4, "PAD = 0: padding adds nothing to the running sums"),
+        Floor("fill: tokens = capacity", 8, "N = MT: no pad id", interpreted=True),
+        Floor("fill: blocks per request = capacity", 15, "NB = MNB: no zero column", interpreted=True),
+        Floor("fill: kv running sum near int32", 4, "every running sum must fit the graph's int32",
+              interpreted=True),
+        Floor("fill: block id 2**31 - 1", 8, "block ids lie in [0, 2**31 - 1]", interpreted=True),
+        Floor("fill: strided inputs", 30, "every input is read through its strides", interpreted=True),
+        Floor("fill: more than one token program", 2, "Triton: token tiles past the first", interpreted=True),
+        Floor("fill: more than one block-table program", 2, "Triton: block-table tiles past the first",
+              interpreted=True),
+        Floor("dtype: q_seqlens int64", 10, "length rows int32 or int64 in, int32 in the graph"),
+    ),
 )
 
 
@@ -161,8 +177,9 @@ STEP_CONTEXT = wired(
         "must produce the same bytes as the general path, and is refused when the queries differ (where "
         "values are checked). The inputs share one dtype, which q_start_loc and kv_seqlens keep."),
     tiers={
-        "valid": "decode (q = 1), target-verify (q = K + 1), ragged and all-empty queries, the flag on and off "
-                 "for uniform batches; no, partial and complete sliding windows; int64 histories past 2**31.",
+        "valid": "decode (q = 1), target-verify (q = K + 1), ragged, one chunk of 9 to 80 tokens among decodes "
+                 "and all-empty queries, the flag on and off for uniform batches; no, partial and complete "
+                 "sliding windows; int64 histories past 2**31.",
         "hazard": "none: every in-domain input has exactly defined output bytes.",
         "invalid": "negative lengths; more history ignored than exists; a position buffer not sum(q) long; "
                    "kv sums past int32; the uniform flag on queries of different lengths.",
@@ -181,6 +198,23 @@ STEP_CONTEXT = wired(
     ),
     bench=step_bench,
     launches={"triton": 1, "torch": 10},
+    floors=(
+        Floor("step: uniform=True, flag=True", 10, "the fast path: q from the shapes, q_seqlens not read",
+              interpreted=True),
+        Floor("step: uniform=True, flag=False", 10, "a uniform batch on the general path", interpreted=True),
+        Floor("step: uniform=False, flag=False", 3, "ragged queries", interpreted=True),
+        Floor("step: every query empty", 5, "all-empty queries: no position", interpreted=True),
+        Floor("step: sliding window ignores some history", 8, "kv = q + h - g with 0 < g < h", interpreted=True),
+        Floor("step: sliding window ignores all history", 5, "g = h: kv = q", interpreted=True),
+        Floor("step: history beyond int32 (positions need int64)", 3, "int64 histories past 2**31",
+              interpreted=True),
+        Floor("layout: strided", 20, "inputs read through their strides", interpreted=True),
+        Floor("dtype: q_seqlens int64", 15, "q_start_loc and kv_seqlens take its dtype"),
+        Floor("queries: one longer than the token tile", 3, "Triton: a query written in more than one step",
+              interpreted=True),
+        Floor("batch: more than one program", 6, "Triton: programs past the first sum the requests before them",
+              interpreted=True),
+    ),
 )
 
 
@@ -208,8 +242,9 @@ DSA_INDEXER_METADATA = wired(
         "up to N) are left untouched. With dcp_size 1 and one token per request the lengths are "
         "kv_seqlens."),
     tiers={
-        "valid": "decode, target-verify and ragged queries on kv >= q; dcp_size 1, 2, 4 (and 3, 8) with every "
-                 "rank; N exact, with spare rows, or a capture size; int32/int64 inputs, sliced.",
+        "valid": "decode, target-verify and ragged queries, one chunk of 9 to 80 tokens among decodes, on kv >= q; "
+                 "dcp_size 1, 2, 4 (and 3, 8) with every rank; N exact, with spare rows, or a capture size; "
+                 "int32/int64 inputs, sliced.",
         "hazard": "kv shorter than q (an engine never passes it): tokens whose causal prefix is empty get 0, "
                   "never a negative length; block rows still copied; rows past the queries untouched.",
         "invalid": "negative lengths; kv past int32; cu_q not the running sum of q; queries longer than N; "
@@ -230,6 +265,18 @@ DSA_INDEXER_METADATA = wired(
     ),
     bench=dsa_bench,
     launches={"triton": 1, "torch": 11},
+    floors=(
+        Floor("dsa: rows past the queries", 12, "rows at or past sum(q) are left untouched", interpreted=True),
+        Floor("dsa: rank > 0", 10, "rank r holds ceil((visible - r) / dcp_size) entries", interpreted=True),
+        Floor("dsa: a token with no entries on this rank", 3, "never fewer than 0 entries", interpreted=True),
+        Floor("layout: strided", 20, "inputs sliced", interpreted=True),
+        Floor("queries: one longer than the token tile", 4, "Triton: a query written in more than one step",
+              interpreted=True),
+        Floor("batch: more than one program", 6, "Triton: requests past one program's rows", interpreted=True),
+        Floor("hazard: kv shorter than q", 10, "tokens with an empty causal prefix get 0, never a negative length",
+              tier="hazard", interpreted=True),
+        Floor("dsa: rows past the queries", 3, "rows past the queries untouched with kv < q too", tier="hazard"),
+    ),
 )
 
 STAGES = (FILL_COMMON_INPUTS, STEP_CONTEXT, DSA_INDEXER_METADATA)

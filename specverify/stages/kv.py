@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, Floor, I, O
 from specverify.records.wiring import wired
 from specverify.records.values import np_dtype
 
@@ -47,6 +47,33 @@ def commit_draft_worked() -> Example:
                  "value_cache": Buffer((2, 2, 1, 2), "float8_e4m3fn")},
     )
 
+
+COMMIT_FLOORS = (
+    Floor("layout: NHD", 15, "caches [NB, BS, H, D]", interpreted=True),
+    Floor("layout: HND", 12, "caches [NB, H, BS, D]", interpreted=True),
+    Floor("cache: float8_e4m3fn", 6, "e4m3fn: saturation at 448, NaN 0x7F", interpreted=True),
+    Floor("cache: float8_e5m2", 8, "e5m2: saturation at 57344", interpreted=True),
+    Floor("cache: the source dtype", 10, "a copy of the source bits, the scales ignored"),
+    Floor("values: fp8 edges", 4, "midpoints round to even; the largest value and beyond saturate",
+          interpreted=True),
+    Floor("values: subnormal", 10, "subnormal edges and signed zeros"),
+    Floor("values: wide", 5, "a wide sweep of magnitudes"),
+    Floor("scale: per token, differing over the written tokens", 3, "[T] scales: each token's own scale",
+          interpreted=True),
+    Floor("slots: an accepted token without a slot (-1)", 3, "slot -1 skips an accepted token", interpreted=True),
+    Floor("unwritten tokens: collide", 6, "a rejected token on an accepted token's slot must not write it"),
+    Floor("slots: last slot", 8, "the cache's last slot"),
+    Floor("dtype: slot_mapping int32", 15, "int32 slot mappings"),
+    Floor("tokens: more than 16 (several programs)", 3, "Triton programs of 16 tokens", interpreted=True),
+    Floor("rows: more than 1024 elements (several programs)", 3, "Triton programs of 1024 row elements",
+          interpreted=True),
+    Floor("source: any", 12, "strided sources"),
+    Floor("cache: any", 8, "strided caches"),
+    Floor("hazard: NaN and infinite sources", 20, "NaN becomes 0x7F, infinities saturate", tier="hazard",
+          interpreted=True),
+    Floor("hazard: a zero, negative, infinite, NaN or subnormal scale", 4, "scales of 0, -0, inf, NaN, -2, "
+          "subnormal", tier="hazard", interpreted=True),
+)
 
 COMMIT_DRAFT = wired(
     name="kv.commit_draft",
@@ -92,6 +119,7 @@ COMMIT_DRAFT = wired(
                    "scale, a scale neither [1] nor [T].",
     },
     bench=commit_bench,
+    floors=COMMIT_FLOORS,
 )
 
 
@@ -122,6 +150,25 @@ def accept_out_cache_loc_worked() -> Example:
         "out_cache_loc": np.arange(100, 112, dtype=np.int64)},
         outputs={"accepted_out_cache_loc": Buffer((12,), "int64")})
 
+
+ACCEPT_FLOORS = (
+    Floor("accept_index: engine", 5, "engine rows: the root, a rising path, then -1"),
+    Floor("accept_index: bonus only", 4, "TREES.md stress: bonus-only rows"),
+    Floor("accept_index: all accepted", 1, "TREES.md stress: all rows fully accepted (one of five row kinds)",
+          interpreted=True),
+    Floor("accept_index: holes", 6, "order kept around a -1 mid-row", interpreted=True),
+    Floor("accept_index: B*S not a power of two", 20, "the prefix count runs over a power-of-two lane width",
+          interpreted=True),
+    Floor("accept_index: more than 1024 entries (several steps of the count)", 8, "large B*S (PR #26866 class)",
+          interpreted=True),
+    Floor("accept_index: S=0", 5, "S = 0: nothing written"),
+    Floor("dtype: out_cache_loc int32", 15, "int32 slots (SGLang's NPU path)"),
+    Floor("slots: near 2**31", 8, "int32 slots near their top"),
+    Floor("slots: near 2**40", 3, "int64 slots beyond int32"),
+    Floor("layout: strided", 15, "strided accept_index"),
+    Floor("accept_index: scrambled", 20, "any entries: repeated, falling, empty rows", tier="hazard"),
+    Floor("slots: anywhere in the dtype", 20, "slots at the dtype's extremes", tier="hazard"),
+)
 
 ACCEPT_OUT_CACHE_LOC = wired(
     name="kv.accept_out_cache_loc",
@@ -155,6 +202,7 @@ ACCEPT_OUT_CACHE_LOC = wired(
                    "other index dtype.",
     },
     bench=accept_bench,
+    floors=ACCEPT_FLOORS,
     launches={"triton": 1, "torch": 10},
 )
 
@@ -182,6 +230,27 @@ def assign_req_to_token_worked() -> Example:
         "end_offset": np.array([6, 2], np.int64), "out_cache_loc": np.array([50, 51, 52, 60, 61], np.int64),
         "req_to_token": np.zeros((4, 8), np.int32)})
 
+
+ASSIGN_FLOORS = (
+    Floor("batch: B not a power of two", 15, "SGLang sums the prefix over next_pow2(B) lanes", interpreted=True),
+    Floor("batch: more than 16 requests (several programs)", 10, "Triton programs of 16 requests",
+          interpreted=True),
+    Floor("ranges: length 0", 20, "length-0 rows write nothing but count"),
+    Floor("ranges: longer than 32", 12, "the kernel loops over 32-wide blocks", interpreted=True),
+    Floor("ranges: longer than 64 (several steps of a program)", 1, "the Triton kernel's 64-slot steps: "
+          "one range suffices"),
+    Floor("ranges: one ends at L", 25, "a range ending exactly at L (bugs #8, #9, #11: spills into the next row)",
+          interpreted=True),
+    Floor("rows: shared, disjoint ranges", 8, "one row twice with disjoint ranges is valid"),
+    Floor("rows: distinct, unsorted", 20, "unsorted req_pool_indices"),
+    Floor("dtype: req_pool_indices int32", 12, "int32 row indices"),
+    Floor("dtype: req_pool_indices int64", 10, "int64 row indices"),
+    Floor("out_cache_loc: a tail past the sum of lengths", 15, "the garbage tail is never read"),
+    Floor("slots: near 2**31", 10, "slots near 2**31 stored as int32"),
+    Floor("req_to_token: transposed", 6, "a transposed table", interpreted=True),
+    Floor("layout: row stride > row length", 20, "row-strided tables"),
+    Floor("ranges: longer than 32", 3, "slots 0 and 2**31 - 1 over long ranges", tier="hazard"),
+)
 
 ASSIGN_REQ_TO_TOKEN = wired(
     name="kv.assign_req_to_token",
@@ -216,6 +285,7 @@ ASSIGN_REQ_TO_TOKEN = wired(
                    "one, a slot of 2^31, out_cache_loc one short.",
     },
     bench=assign_bench,
+    floors=ASSIGN_FLOORS,
     launches={"triton": 1, "torch": 13},   # 12 when a stride divides the other
 )
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from specverify.oracles import ngram as oracle
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Dialect, Example, I, O
+from specverify.records.stage import BENCH_SPEC, Buffer, Dialect, Example, Floor, I, O
 from specverify.records.wiring import kernels, wired
 from specverify.strategies import ngram as draw
 
@@ -134,6 +134,38 @@ PROPOSE = wired(
     bench=propose_bench,
     twin=draw.propose_twin,
     dialects={name: dialect(name) for name in DIALECT_DOC},
+    floors=(
+        Floor("history: periodic", 10, "the longest suffix occurs several times: the occurrence rule decides "
+              "(leftmost, rightmost, newest, oldest)"),
+        Floor("history: planted", 6, "a pattern at several earlier places with different followers"),
+        Floor("history: one follower", 10, "the only match ends at L - 2: a window needs a follower"),
+        Floor("history: repeated", 10, "one token throughout: every n matches"),
+        Floor("history: empty", 8, "L = 0: no drafts"),
+        Floor("history: short", 10, "L of min_n - 1 to min_n + 1: no window, or one"),
+        Floor("history: random", 8, "histories of no planted structure"),
+        Floor("K > every L", 5, "the proposal cut at the end of the history"),
+        Floor("cap: max_model_len - L = -1 for a request", 5, "a proposing request past the model's length: "
+              "no drafts"),
+        Floor("cap: max_model_len - L = 0 for a request", 5, "a proposing request at the model's length: "
+              "no drafts"),
+        Floor("cap: max_model_len - L = 1 for a request", 3, "one draft left before the model's length"),
+        Floor("cap: cuts a proposal short", 12, "vLLM #42533: the GPU proposer shipped without the length cap"),
+        Floor("max_n > T", 10, "max_n beyond the buffer: n from min(max_n, L - 1)"),
+        Floor("ids: 2**31 - 1 in a history", 2, "history ids up to 2**31 - 1, which an overflow would imitate"),
+        Floor("ids: zero and the largest", 4, "ids 0 and 2**31 - 1, which a fill value or an overflow imitates"),
+        Floor("ids: near 2**31", 4, "ids just below 2**31: an overflow of a sum or a hash"),
+        Floor("past the history: the pattern", 10, "positions past L are never read: a copy of the pattern "
+              "there would match", interpreted=True),
+        Floor("past the history: -1", 3, "positions past L are never read"),
+        Floor("past the history: the largest id", 5, "positions past L are never read"),
+        Floor("past the history: zeros", 2, "positions past L are never read (a 0 fill imitates them)"),
+        Floor("histories: several hundred tokens", 2, "histories over several blocks of a program's loop"),
+        Floor("dtype: token_ids int64", 10, "draft_token_ids keeps the dtype of token_ids"),
+        Floor("dtype: num_tokens int32", 15, "num_tokens of either id dtype"),
+        Floor("layout: strided", 15, "token_ids and draft_token_ids may be strided"),
+        Floor("ids: zero and the largest", 20, "the hazard tier's ids: 0 and 2**31 - 1 always among them",
+              tier="hazard"),
+    ),
 )
 
 STAGES = (PROPOSE,)

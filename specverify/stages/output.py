@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, Floor, I, O
 from specverify.records.wiring import wired
 
 
@@ -87,6 +87,27 @@ logprobs inputs incomplete or of the wrong shape or dtype.""",
                    "input missing, logprobs inputs of the wrong shape or dtype.",
     },
     bench=parse_bench,
+    floors=(
+        Floor("ids: an out-of-vocabulary id before a valid one in its row", 10, "an out-of-vocabulary id mid-row "
+              "leaves a gap and later ids still count"),
+        Floor("ids: a -1 before a valid id in its row", 4, "-1 is dropped wherever it sits"),
+        Floor("ids: an id equal to V", 10, "valid ids are 0 <= id < V: V itself is dropped"),
+        Floor("rows: OOV ids inside the emitted prefix", 8, "rejection-sampler rows with out-of-vocabulary ids"),
+        Floor("discard: none", 10, "no row discarded"),
+        Floor("discard: some", 10, "some rows discarded, unsorted"),
+        Floor("discard: duplicates", 3, "a row named twice gives [] once"),
+        Floor("discard: every row", 5, "every row discarded"),
+        Floor("logprobs: given", 15, "the logprobs lists of the returned tokens"),
+        Floor("logprobs: -inf, -0.0 or NaN among them", 12, "floats come back bit for bit"),
+        Floor("size: B*S > 256", 8, "the host kernel's vectorized path"),
+        Floor("size: filtered in Python (B*S <= 256)", 20, "the host kernel's Python path"),
+        Floor("vocab: V=1", 6, "a vocabulary of one id"),
+        Floor("rows: none (B = 0) or empty (S = 0)", 1, "no tokens at all: one example shows the empty result"),
+        Floor("container: discard_req_indices as list", 10, "the indices as a list"),
+        Floor("container: discard_req_indices as tensor", 4, "the indices as a CPU tensor"),
+        Floor("container: output_token_ids as tensor", 8, "the ids as a CPU tensor"),
+        Floor("container: logprobs as tensor", 5, "the logprobs as a CPU tensor"),
+    ),
 )
 
 
@@ -159,6 +180,19 @@ outputs of the wrong dtype or length.""",
     },
     bench=spec_metadata_bench,
     launches={"triton": 2, "torch": 9},
+    floors=(
+        Floor("scheduled: decode only (n + 1)", 10, "decode steps schedule exactly n + 1 tokens"),
+        Floor("scheduled: a prompt chunk before a request's sampled tokens", 10, "first(r) past start(r): the "
+              "sampled tokens are the request's last n + 1"),
+        Floor("input_ids: longer than the scheduled tokens", 15, "N may exceed the scheduled total"),
+        Floor("batch: a request with no drafts", 12, "n[r] = 0: the bonus only"),
+        Floor("batch: a request with more than 128 drafts", 10, "long requests"),
+        Floor("batch: B=0", 5, "an empty batch"),
+        Floor("dtype: input_ids int32", 8, "draft_token_ids keeps the dtype of input_ids"),
+        Floor("dtype: input_ids int64", 15, "draft_token_ids keeps the dtype of input_ids"),
+        Floor("batch: B>1", 12, "one Triton program per request: later ones sum the counts before them",
+              interpreted=True),
+    ),
 )
 
 STAGES = (PARSE, SPEC_METADATA)

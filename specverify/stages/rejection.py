@@ -28,6 +28,7 @@ from specverify.records import bench_inputs as bench
 from specverify.records.randomness import Randomness
 from specverify.records.stage import BENCH_SPEC, Buffer, Dialect, Example, I, Layout, O
 from specverify.records.wiring import kernels, wired
+from specverify.stages import rejection_classes as classes
 from specverify.strategies import panels
 from specverify.strategies import probability_tables as tables
 from specverify.strategies import rejection as draw
@@ -51,16 +52,20 @@ INV_Q = "1 / exponential noise, one row per request shared by all its positions"
 
 BATCH_VALID = ("B from 0 to 1024 requests; draft counts uniform, ragged, mostly zero, or short with a few "
                "rows of more than 128 drafts; `max_spec_len` equal to the longest row or a little above it.")
-TABLES_VALID = ("V at tile edges (2, 8191, 8192, 8193, 151936) or small, T * V bounded; target rows normalized "
+TABLES_VALID = ("V at tile edges (2, 8191, 8192, 8193, 151936) or small (1 to 64 in a third of the draws), T * V "
+                "bounded; target rows normalized "
                 "with 0, 50 or 95 % zeros; draft probs absent, independent, or mostly equal to the target "
                 "(ratios of exactly 1, zero residuals); planted: equal maxima far apart and across tiles, "
                 "all-zero residuals on one side of a tile edge, a lone peak on a tile edge or in the last "
                 "partial tile, zero draft probability at the drafted id, rows of -0.0 then +0.0 (every "
                 "score ties at zero).")
 UNIFORMS_VALID = ("Uniforms are often exactly the f32 acceptance ratio, or one f64 step above or below it.")
+OOV_FIRST = ("In two thirds of the draws (all with V <= 64) the first draft of a quarter of the random rows is "
+             "out of the vocabulary.")
 HAZARDS = ("A valid draw made pathological: NaN, +inf or -inf in a few cells, 30 % of them or every cell of "
            "the probability tables{noise}, out-of-vocabulary drafts (V or V+7) where probabilities are read"
-           "{uniforms}. Checked: {invariant}")
+           "{uniforms}, lone NaNs among finite cells (one target cell in half the rows, ahead of the row's first "
+           "maximum in its tile of 16; half of those rows with every finite score 0). Checked: {invariant}")
 FLAT_INVALID = ("One rule broken: offsets decreasing or not ending at T, a count above `max_spec_len`, a draft "
                 "id below -1, a wrong dtype or length, an output of the wrong shape{more}.")
 ACCEPT = """\
@@ -139,6 +144,7 @@ not inclusive offsets ending at T, a request with more than `max_spec_len` draft
     },
     bench=greedy_bench,
     launches={"triton": 1, "torch": 11},
+    floors=classes.GREEDY,
 )
 
 
@@ -293,7 +299,8 @@ Invalid: the offset, id and output rules of rejection.greedy (it has no `target_
 float32 [T, V] of equal shape, uniforms not float64 [T].""",
     tiers={
         "valid": BATCH_VALID + " " + TABLES_VALID + " Drafts are valid ids with -1 and out-of-vocabulary "
-                 "ids mixed in at drawn rates. " + UNIFORMS_VALID + " `is_greedy` all, none or mixed.",
+                 "ids mixed in at drawn rates. " + OOV_FIRST + " " + UNIFORMS_VALID + " `is_greedy` all, none or "
+                 "mixed.",
         "hazard": HAZARDS.format(noise="", uniforms=", uniforms of 0",
                                  invariant="each non-greedy row holds 1 to n[r] + 1 ids in [0, V) and nothing "
                                            "after them; greedy rows untouched."),
@@ -302,6 +309,7 @@ float32 [T, V] of equal shape, uniforms not float64 [T].""",
     bench=random_bench,
     deciding=rejection_rows,
     launches={"triton": 1, "torch": 21},   # 18 by the record's rule; dialect strict's q <= 1 and f32 u cost 3
+    floors=classes.RANDOM,
     dialects=RANDOM_DIALECTS,
     randomness=Randomness(("uniform_probs",), None, panels.random_launch, panels.random_emitted),
 )
@@ -372,6 +380,7 @@ a request.""",
     bench=recovered_bench,
     deciding=rejection_rows,
     launches={"triton": 1, "torch": 22},
+    floors=classes.RECOVERED,
 )
 
 
@@ -436,14 +445,17 @@ and length T, a replace value that is not a number, a float replace value for in
     tiers={
         "valid": "B from 0 to 1024 requests; token counts uniform, ragged, mostly zero, or short with a few "
                  "requests of more than 128 tokens. x float32 (0, -0.0, +-1, NaN, inf, 0.5 and the replace "
-                 "value mixed with normal draws) or int32 / int64 (the replace value, including the dtype's "
-                 "min or max, in 40 % of rows).",
+                 "value mixed with normal draws; NaN, the replace value and the zero of the other sign in up to "
+                 "three rows), the replace value a zero of either sign, a number float32 rounds (0.1, 1e-7) or "
+                 "another; or int32 / int64 (the replace value, including the dtype's min or max, in 40 % of "
+                 "rows).",
         "invalid": "One rule broken: x of dtype float64, offsets int64 or of length B + 1, an output of "
                    "another dtype, `num_tokens` beyond the last offset, a string replace value, a float "
                    "replace value for integer x.",
     },
     bench=expand_bench,
     launches={"triton": 1, "torch": 8},
+    floors=classes.EXPAND,
 )
 
 
@@ -526,7 +538,8 @@ shape, and, when `is_greedy` is given, `uniform_probs` that is not float64 [T] o
 float32 [B, V] (None included).""",
     tiers={
         "valid": BATCH_VALID + " " + TABLES_VALID + " Drafts match the lowest-index argmax for a drawn "
-                 "prefix, then differ. " + UNIFORMS_VALID + " `is_greedy` None (no noise), all, none or mixed.",
+                 "prefix, then differ. " + OOV_FIRST + " " + UNIFORMS_VALID + " `is_greedy` None (no noise), all, "
+                 "none or mixed.",
         "hazard": HAZARDS.format(noise=" and of `inv_q`", uniforms=", uniforms of 0",
                                  invariant="each row holds 1 to n[r] + 1 ids in [0, V), then -1."),
         "invalid": FLAT_INVALID.format(more=", tables of the wrong dtype or shape, `inv_q` missing while "
@@ -535,6 +548,7 @@ float32 [B, V] (None included).""",
     bench=sample_bench,
     deciding=rejection_rows,
     launches={"triton": 2, "torch": 48},
+    floors=classes.SAMPLE,
     dialects={"approx_div": approx_div(oracle.sample, sample_approx_div_worked, draw.sample_approx_div_valid)},
     randomness=Randomness(("uniform_probs", "inv_q"), None, panels.sample_launch, panels.minus_one_padded),
 )
@@ -610,6 +624,7 @@ Invalid: draft or bonus ids below -1, an argmax below 0, any field of the wrong 
     bench=greedy_padded_bench,
     rows=draw.padded_table,
     launches={"triton": 1, "torch": 10},
+    floors=classes.GREEDY_PADDED,
 )
 
 
@@ -689,7 +704,8 @@ Invalid: as rejection.greedy_padded, plus tables that are not float32 [B, K, V] 
 missing noise while `is_greedy` is given.""",
     tiers={
         "valid": PADDED_VALID + " " + TABLES_VALID + " Drafts match the argmax for a drawn prefix, then "
-                 "differ. " + UNIFORMS_VALID + " `is_greedy` None (no noise), all, none or mixed.",
+                 "differ. " + OOV_FIRST + " " + UNIFORMS_VALID + " `is_greedy` None (no noise), all, none or "
+                 "mixed.",
         "hazard": HAZARDS.format(noise=" and of `inv_q`", uniforms=", uniforms of 0",
                                  invariant="each row holds 1 to K + 1 ids in [0, V), then -1; "
                                            "`num_rejected_tokens` and `last_token_ids` agree with it."),
@@ -700,6 +716,7 @@ missing noise while `is_greedy` is given.""",
     rows=draw.padded_table,
     deciding=rejection_rows,
     launches={"triton": 2, "torch": 36},
+    floors=classes.SAMPLE_PADDED,
     dialects={"approx_div": approx_div(oracle.sample_padded, sample_padded_approx_div_worked,
                                        draw.sample_padded_approx_div_valid)},
     randomness=Randomness(("uniform_probs", "inv_q"), None, panels.sample_padded_launch,
@@ -828,15 +845,19 @@ uniforms or outputs of another dtype or shape (target [B, K+1, V >= 1], draft [B
 [B, K+1] and [B], predicts [B*(K+1)], accept_index [B, K+1], accept_token_num [B], all int32 outputs).""",
     tiers={
         "valid": "V from 1 to a few thousand (1, 2, 1023, 1024, 1025, 2049, 4097 or small; at most 1025 for "
-                 "the interpreter, with B <= 4), K from 0 to 8, B from 0 with B*(K+1)*V bounded. Probabilities are "
-                 "multiples of 2**-bits (bits 2, 4, 8 or 16) with row sums <= 1 and 0, 50 or 90 % zero cells; "
+                 "the interpreter, with B <= 4), K from 1 to 8 (0 in a fifth of the draws), B from 0 with "
+                 "B*(K+1)*V bounded. Rows deal 2**bits units (bits 2, 4, 8 or 16; down to half as many in a "
+                 "quarter of the rows) to 50 %, 10 % or all of their cells, so probabilities are multiples of "
+                 "2**-bits with row sums in [1/2, 1] however wide the row; "
                  "uniforms multiples of 2**-1 to 2**-8: every partial sum, difference and u * q is exact in "
                  "f32 in any order. Drafts drawn from their q row, with -1 and out-of-vocabulary ids mixed "
-                 "in. Planted: ties u * q == p (and u = 0 with p = 0), q = p on whole requests (all accepted, "
-                 "or an all-zero residual and V - 1), q = 0 and q > 1 at the drafted token, an all-zero bonus "
-                 "row, u_final 0 or 1, u_final putting t exactly on a running sum, and bait for placeholders: the "
-                 "cells just before a -1 draft's rows (the last cells of the rows before it) set so that "
-                 "reading them would accept it (such rows may sum past 1: the sums stay exact).",
+                 "in. Planted: ties u * q == p (and u = 0 with p = 0), q = p on a tenth of the requests, their "
+                 "drafts drawn from it (all accepted, or after a later plant's rejection mostly an all-zero "
+                 "residual and V - 1), q = 0 and q > 1 at the drafted token, an all-zero bonus row, u_final 0 or "
+                 "1, u_final putting t exactly on a running sum, for V > 1024 u_final putting t past the first "
+                 "tile's sum (the pick in a later tile), and bait for placeholders: the cells just before a -1 "
+                 "draft's rows (the last cells of the rows before it) set so that reading them would accept it "
+                 "(such rows may sum past 1: the sums stay exact).",
         "hazard": "A valid draw made pathological: general f32 rows and uniforms (sums depend on their order), "
                   "NaN, +-inf, -0.25 or 1.5 in 1 %, 30 % or every cell of p and q. Checked: num in [0, K]; "
                   "predicts holds the num accepted drafts then an id in [0, V); accept_index the slots "
@@ -848,6 +869,7 @@ uniforms or outputs of another dtype or shape (target [B, K+1, V >= 1], draft [B
     bench=chain_cdf_bench,
     deciding=rejection_rows,
     launches={"triton": 1, "torch": 60},
+    floors=classes.CHAIN_CDF,
     dialects={
         "snapshot": Dialect(
             doc="SGLang's older snapshots of the same kernel: no range test on q (q = 0 accepts when p > 0), "

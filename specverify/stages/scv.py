@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, Floor, I, O
 from specverify.records.wiring import wired
 
 IDS = "int32|int64"
@@ -76,6 +76,25 @@ ACCEPTANCE_MASK = wired(
         "invalid": "Offsets beyond the tokens, negative or decreasing; ids below -1 in either array.",
     },
     bench=acceptance_bench,
+    floors=(
+        Floor("accepted: all", 8, "every draft accepted: no rejection to find"),
+        Floor("accepted: none", 8, "the first draft rejected: an empty prefix"),
+        Floor("accepted: mixed", 15, "the accepted prefix ends inside the request"),
+        Floor("rejected: by another id", 10, "the rejection by a different id"),
+        Floor("rejected: by a -1 draft", 10, "a -1 draft is never accepted, though the target be -1"),
+        Floor("rejected: by an int64 id equal in its low 32 bits", 3, "ids compare at full width"),
+        Floor("drafts that match again after the rejection", 10, "the first rejection ends the acceptance, "
+              "whatever follows"),
+        Floor("batch: B=0", 3, "an empty batch: every mask element False"),
+        Floor("batch: a request with no drafts", 10, "requests of no drafts (equal offsets)"),
+        Floor("batch: a request with more than 128 drafts", 10, "long requests"),
+        Floor("batch: a request across the 256-draft tile", 3, "the Triton kernel's loop over 256-draft tiles"),
+        Floor("dtype: draft and target ids of different dtypes", 8, "int32 drafts against int64 targets"),
+        Floor("layout: strided", 15, "token arrays may be strided"),
+        Floor("tokens past the batch (CUDA-graph padding)", 10, "padding past the last request is False (the "
+              "Triton kernel's padding programs)", interpreted=True),
+        Floor("hazard: placeholders", 2, "every draft and target -1", tier="hazard"),
+    ),
 )
 
 
@@ -120,6 +139,26 @@ ADAPTIVE_K = wired(
                    "or negative, negative current_k, window 0, a target of 0, above 1, NaN or not a float.",
     },
     bench=adaptive_bench,
+    floors=(
+        Floor("window sum: on a threshold", 5, "the sums exactly on a threshold of the rule (exact or in floats)"),
+        Floor("window sum: one off a threshold", 5, "a count either side of a threshold"),
+        Floor("window sum: about the target (the growth rule)", 3, "a >= target_ratio * d adds one"),
+        Floor("window sum: about half the target (the shrink rule)", 8, "2a < target_ratio * d takes one away"),
+        Floor("window sum: a tie on the shrink rule (2a = target_ratio * d)", 2, "a tie keeps K (2a < target_ratio "
+              "* d is strict)"),
+        Floor("window sum: a decimal target's whole count (float quotient)", 2, "the comparisons are exact: "
+              "8/10 == 0.8 in floats, below it exactly"),
+        Floor("window sum: steps of no drafts only (K kept)", 8, "d = 0 keeps K"),
+        Floor("history: empty", 6, "no steps: d = 0 keeps K"),
+        Floor("history: shorter than the window", 10, "a window longer than the history"),
+        Floor("history: longer than the window", 15, "only the last `window` steps count"),
+        Floor("current_k outside the bounds", 12, "current_k clamped into the bounds first"),
+        Floor("bounds: min_k == max_k", 10, "bounds of width 0"),
+        Floor("history: list", 10, "histories as lists"),
+        Floor("history: ndarray", 8, "histories as ndarrays"),
+        Floor("history: tensor", 6, "histories as tensors"),
+        Floor("hazard: window sums beyond int64", 8, "the sums are unbounded integers", tier="hazard"),
+    ),
 )
 
 STAGES = (ACCEPTANCE_MASK, ADAPTIVE_K)

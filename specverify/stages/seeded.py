@@ -16,7 +16,7 @@ import numpy as np
 
 from specverify.records import bench_inputs as bench
 from specverify.records.randomness import Protocol, Randomness
-from specverify.records.stage import BENCH_SPEC, Example, I, O
+from specverify.records.stage import BENCH_SPEC, Example, Floor, I, O
 from specverify.records.wiring import wired
 from specverify.strategies import panels
 from specverify.strategies import seeded as draw
@@ -130,6 +130,31 @@ counters or outputs of another dtype or shape (target [B, K+1, V >= 1], draft [B
     launches={"triton": 1, "torch": 380},   # eager Philox: ten rounds of int64 ops over [B, K+2]
     randomness=Randomness(("seed", "offset"), FLASHINFER_CHAIN, panels.seeded_chain_launch,
                           panels.seeded_chain_emitted, panels.seeded_chain_advanced),
+    floors=(
+        Floor("reached: a draw of exactly 1.0", 6, "RNG.md: curand_uniform is exactly 1.0 for the 128 largest "
+              "words, a real path (the u = 1.0 fallback)", interpreted=True),
+        Floor("reached: a tie f32(U * q) == p", 4, "RNG.md: the tie rule (ties reject)", interpreted=True),
+        Floor("reached: an all-zero pick row (-1)", 15, "RNG.md: -1 from an all-zero residual, a shipped path",
+              interpreted=True),
+        Floor("reached: a -1 draft", 4, "-1 drafts rejected without a read (FlashInfer 0.7.4 reads column -1)",
+              interpreted=True),
+        Floor("reached: an out-of-vocabulary draft", 4, "out-of-vocabulary drafts rejected without a read",
+              interpreted=True),
+        Floor("reached: a later draft counted as accepted", 5, "accepted counts the later passing drafts, with "
+              "U_{i+1}", interpreted=True),
+        Floor("reached: every draft accepted (bonus pick)", 8, "K + 1 draws when all K pass: the pick with U_K"),
+        Floor("reached: a rejection", 15, "K + 2 draws after a rejection: the pick with U_{K+1}"),
+        Floor("planted: colliding rows", 12, "RNG.md: the subsequence is the batch row (one seed and offset in "
+              "two rows give two streams)"),
+        Floor("planted: odd offsets", 15, "offsets that are not multiples of 4 start inside a Philox block"),
+        Floor("planted: seeds near 2^64", 15, "the seed's two 32-bit halves are the key"),
+        Floor("planted: placeholder bait", 15, "the cells before a -1 draft's rows would accept it, were they read"),
+        Floor("planted: first cell leads", 15, "the pick mostly token 0 with positive cells in the last tile"),
+        Floor("planted: zero bonus row", 15, "an all-zero bonus row picks -1"),
+        Floor("vocab: more than one 1024-cell tile", 15, "the kernels' 1024-cell tiles: the last one short",
+              interpreted=True),
+        Floor("chain: K=0 (bonus only)", 8, "no drafts: the bonus row only"),
+    ),
 )
 
 STAGES = (CHAIN_SAMPLING,)

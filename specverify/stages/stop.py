@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from specverify.records import bench_inputs as bench
-from specverify.records.stage import BENCH_SPEC, Buffer, Example, I, O
+from specverify.records.stage import BENCH_SPEC, Buffer, Example, Floor, I, O
 from specverify.records.wiring import wired
 
 IDS = "int32|int64"
@@ -74,9 +74,11 @@ SPEC_STOPPING = wired(
     ),
     tiers={
         "valid": "Rows of ragged, full or empty emitted prefixes playing one scenario each (no stop, a stop id "
-                 "mid-run, as the last token or the bonus, exactly at the budget, the budget crossed or already "
-                 "spent, another row's stop id); stop ids None, empty, shared or per row with scattered padding; "
-                 "int32 and int64 fields, the dtype's largest id, budgets at the dtype's edges.",
+                 "mid-run, as the last token or the bonus, exactly at the budget, the budget crossed, a stop id "
+                 "before the budget runs out in a step that crosses it, a budget already spent, another row's "
+                 "stop id), a batch focused on one of them (with the stop ids it needs) or dealt all of them; "
+                 "stop ids None, empty, shared or per row with scattered padding; int32 and int64 fields, the "
+                 "dtype's largest id, budgets at the dtype's edges.",
         "hazard": "The same rows with ids 0 and the largest id both dtypes hold as tokens and stop ids, and stop "
                   "rows of one repeated id; checked against the one-token-at-a-time reference.",
         "invalid": "An id below -1, an id after a -1, no columns, counts that disagree with the -1 entries, a "
@@ -84,6 +86,32 @@ SPEC_STOPPING = wired(
                    "another dtype.",
     },
     bench=spec_stopping_bench,
+    floors=(
+        Floor("stop: stop id", 5, "STAGES.md: EOS at a draft position"),
+        Floor("stop: stop id as the bonus", 6, "STAGES.md: EOS as the bonus"),
+        Floor("stop: stop id at the cap", 5, "STAGES.md: EOS exactly at the length cap"),
+        Floor("stop: cap crossed", 8, "STAGES.md: a cap crossed mid-run"),
+        Floor("stop: stop id before the cap", 5, "SGLang #31599: the cap checked before the stop ids stops at "
+              "the budget, past an earlier stop id of the same step"),
+        Floor("stop: budget spent", 8, "the budget may be zero or negative on entry: the first token stops"),
+        Floor("stop: another row's stop id", 8, "stop ids are per row: another row's must not stop a request"),
+        Floor("stop ids: none", 5, "stop_ids None: only the budget stops, no stop-id work"),
+        Floor("stop ids: empty", 1, "stop ids of no columns: one example shows a kernel that reduces over none"),
+        Floor("stop ids: padding between ids", 10, "-1 padding anywhere in a row never matches"),
+        Floor("emitted: none", 3, "rows that emitted nothing (every token -1) never stop"),
+        Floor("emitted: all", 4, "every draft accepted: the bonus is the last column"),
+        Floor("num_rejected_tokens: None", 15, "num_rejected_tokens None: the kernel counts the -1 itself"),
+        Floor("num_rejected_tokens: given", 15, "the counts given: the kernel may trust them"),
+        Floor("budget: the dtype's lowest", 3, "A - emitted at the edge of the budget's dtype"),
+        Floor("budget: the dtype's largest", 3, "A + 1 would overflow the budget's dtype"),
+        Floor("ids: out of vocabulary (the dtype's largest)", 10, "ids are unbounded: the dtype's largest id"),
+        Floor("dtype: num_appendable int32", 10, "new_num_appendable keeps the budget's dtype"),
+        Floor("dtype: num_appendable int64", 10, "new_num_appendable keeps the budget's dtype"),
+        Floor("layout: strided", 15, "output_token_ids and stop_ids may be strided"),
+        Floor("batch: more than one program", 6, "the Triton kernel's later programs start past row 0",
+              interpreted=True),
+        Floor("hazard: one stop id repeated across the row", 2, "a row of one id repeated", tier="hazard"),
+    ),
 )
 
 STAGES = (SPEC_STOPPING,)

@@ -16,7 +16,7 @@ import numpy as np
 from specverify.oracles import tree as oracle
 from specverify.records import bench_inputs as bench
 from specverify.records.randomness import Randomness
-from specverify.records.stage import BENCH_SPEC, Buffer, Dialect, Example, I, O
+from specverify.records.stage import BENCH_SPEC, Buffer, Dialect, Example, Floor, I, O
 from specverify.records.wiring import kernels, wired
 from specverify.strategies import panels
 from specverify.strategies import tree as draw
@@ -61,6 +61,25 @@ def build_worked() -> Example:
         "verified_seq_len": np.array([10], np.int64), "topk": 2, "depth": 3, "N": 6, "tree_mask_mode": 1,
     }, outputs={"tree_mask": Buffer((36,), "bool"), **draw.index_buffers(1, 6)})
 
+
+BUILD_FLOORS = (
+    Floor("tree: root only", 6, "TREES.md stress: N = 1, mask [1] and links -1", interpreted=True),
+    Floor("tree: chain", 3, "topk = 1: the differential pair with SGLang's build_chain_tree"),
+    Floor("tree: star", 2, "depth = 1: every node a child of the root, parent_list unread"),
+    Floor("parent_list: no columns", 5, "P may be 0 when depth = 1"),
+    Floor("tree: N not a power of two", 10, "the Triton kernel's BLOCK_N tail", interpreted=True),
+    Floor("tree: large", 2, "N past 64: the Triton build's rows come in several tiles"),
+    Floor("batch: B=0", 8, "B = 0 writes nothing"),
+    Floor("batch: B>1", 12, "one Triton program per request; FULL_MASK offsets sum the lengths before",
+          interpreted=True),
+    Floor("mask: mode 0", 6, "FULL_MASK: only the tree block written, the prefix untouched", interpreted=True),
+    Floor("mask: mode 1", 6, "QLEN_ONLY rows", interpreted=True),
+    Floor("mask: mode 2", 6, "QLEN_ONLY_BITPACKING rows", interpreted=True),
+    Floor("mask: mode 2, rows of 2 or 4 bytes", 4, "W = 2 or 4 bytes for N <= 16, <= 32: bits past byte 0",
+          interpreted=True),
+    Floor("verified_seq_len: long", 3, "TREES.md stress: long FULL_MASK prefixes"),
+    Floor("verified_seq_len: near 2**62", 5, "positions need all 64 bits", tier="hazard", interpreted=True),
+)
 
 BUILD = wired(
     name="tree.build",
@@ -112,6 +131,7 @@ BUILD = wired(
                    "length.",
     },
     bench=build_bench,
+    floors=BUILD_FLOORS,
     # SGLang's caller chooses FULL_MASK or QLEN_ONLY (its mask-size helper raises for any other mode); an engine
     # sizes its trees (N) and draft steps (depth) by its speculative settings
     choices={"tree_mask_mode": oracle.MODES},
@@ -136,6 +156,20 @@ def reconstruct_from_mask_worked() -> Example:
     return Example("valid", inputs={"tree_mask": mask, "verified_seq_len": np.array([5], np.int64), "N": 6},
                    outputs=draw.index_buffers(1, 6))
 
+
+RECONSTRUCT_FLOORS = (
+    Floor("tree: N=1", 3, "TREES.md stress: N in {1, 2, 3, 7, ...}", interpreted=True),
+    Floor("tree: N not a power of two", 12, "non-powers of two exercise the Triton BLOCK_N tail", interpreted=True),
+    Floor("tree: N > 64 (several row tiles)", 4, "N = 128: the Triton kernel's rows come in several tiles"),
+    Floor("batch: B=0", 8, "B = 0 writes nothing"),
+    Floor("batch: B>1", 12, "one Triton program per request", interpreted=True),
+    Floor("mask: two or more roots", 12, "forests: roots never link as siblings", interpreted=True),
+    Floor("mask: diagonal none", 12, "masks without a diagonal"),
+    Floor("mask: diagonal random", 10, "the diagonal is ignored"),
+    Floor("mask: upper garbage", 15, "garbage above the diagonal is ignored"),
+    Floor("mask: any", 6, "any bool mask is valid tier, not only ancestor-closed ones"),
+    Floor("mask: two or more roots", 3, "lengths near 2**62 over forests", tier="hazard"),
+)
 
 RECONSTRUCT = wired(
     name="tree.reconstruct_from_mask",
@@ -163,6 +197,7 @@ RECONSTRUCT = wired(
         "invalid": "N outside 1..1024, a mask shorter than B*N*N, a negative length.",
     },
     bench=reconstruct_bench,
+    floors=RECONSTRUCT_FLOORS,
 )
 
 
@@ -184,6 +219,20 @@ def pack_mask_worked() -> Example:
                                     "packed_indptr": np.array([0, 1, 3], np.int32), "Q": 2, "max_kv_len": 5},
                    outputs={"packed": Buffer((4,), "uint8")})
 
+
+PACK_FLOORS = (
+    Floor("Q=1", 8, "TREES.md stress: Q = 1"),
+    Floor("batch: B=0", 4, "B = 0 writes nothing"),
+    Floor("batch: B>1", 15, "one Triton program per request and byte block", interpreted=True),
+    Floor("segments: a bit count not a multiple of 8", 12, "the last byte's high bits are written as 0",
+          interpreted=True),
+    Floor("segments: one of kv_len 0 among others", 4, "kv_len 0 writes nothing", interpreted=True),
+    Floor("segments: more than 2048 bits (several programs)", 8, "segments past one 256-byte program",
+          interpreted=True),
+    Floor("packed_indptr: gaps between segments", 15, "bytes outside the segments stay untouched"),
+    Floor("packed_indptr: gaps between segments", 3, "a grid far wider than the segments writes no gap",
+          tier="hazard"),
+)
 
 PACK = wired(
     name="tree.pack_mask",
@@ -216,6 +265,7 @@ PACK = wired(
                    "than max_kv_len, a mask or output too short, Q 0.",
     },
     bench=pack_bench,
+    floors=PACK_FLOORS,
 )
 
 
@@ -315,6 +365,36 @@ def verify_greedy_longest_path_worked() -> Example:
     return verify_greedy_worked()
 
 
+GREEDY_FLOORS = (
+    Floor("tree: N=1", 2, "TREES.md stress: N = 1, only predicts[b] = tp(b)"),
+    Floor("S: one", 3, "TREES.md stress: S = 1 walks no level"),
+    Floor("S: beyond", 4, "TREES.md stress: S beyond the tree's depth", interpreted=True),
+    Floor("tree: star", 5, "TREES.md stress: star, the match at the last of N-1 siblings"),
+    Floor("tree: chain", 5, "TREES.md stress: chain"),
+    Floor("tree: padded", 6, "placeholder nodes: unused, or a detached tree no walk reaches"),
+    Floor("tree: siblings descending", 6, "lists need not ascend (the upstream fixture lists node 4 first)"),
+    Floor("tree: siblings shuffled", 8, "lists in any order of node numbers"),
+    Floor("tree: N not a power of two", 15, "TREES.md stress: N not a power of two", interpreted=True),
+    Floor("batch: B=0", 5, "TREES.md stress: B = 0"),
+    Floor("batch: B>1", 20, "one Triton program per request, slots b*N + i", interpreted=True),
+    Floor("walk: 2 or more drafts accepted", 8, "each level matches the prediction at the last accepted node",
+          interpreted=True),
+    Floor("walk: 4 or more drafts accepted", 5, "deep paths: accept_index and predicts far down the tree"),
+    Floor("walk: accepts a sibling after the first", 8, "the sibling list is walked until a match"),
+    Floor("walk: several siblings match, the first listed wins", 5, "tie rule: the first match in list order",
+          interpreted=True),
+    Floor("walk: the first listed match is not the lowest-numbered", 4, "list order, not node order, breaks ties"),
+    Floor("walk: cut at S - 1 with a match below", 3, "at most S - 1 levels", interpreted=True),
+    Floor("walk: a negative candidate in a scanned list", 3, "-1 and negative candidates never match (valid tier)",
+          interpreted=True),
+    Floor("walk: an int32 alias in a scanned list", 2, "a candidate equal to a prediction only in int32 never "
+          "matches", interpreted=True),
+    Floor("target_predict: largest", 4, "predictions up to 2**31 - 1, stored as int32"),
+    Floor("walk: 1 or more drafts accepted", 5, "permuted retrieve_index: slots read through it",
+          tier="hazard", interpreted=True),
+    Floor("walk: 2 or more drafts accepted", 2, "permuted slots below the first level", tier="hazard"),
+)
+
 VERIFY_GREEDY = wired(
     name="tree.verify_greedy",
     doc="greedy tree verification: descend through the first child carrying the target's prediction",
@@ -325,6 +405,7 @@ VERIFY_GREEDY = wired(
     rows=draw.tree_table,
     launches={"triton": 1, "torch": 700},   # longest_path marks ancestors one level per round
     bench=greedy_bench,
+    floors=GREEDY_FLOORS,
     semantics=GREEDY_SEMANTICS,
     tiers={
         "valid": TREE_VALID + " Candidates carry their parent's prediction at rates from 0.3 to 1 (so "
@@ -423,6 +504,32 @@ LE_RULE = """\
   its fix of the tie and zero-mass rule, and the Triton port of that era)."""
 
 
+SAMPLE_FLOORS = (
+    Floor("coins: ties with a sibling's mass", 8, "coin == mass rejects (half-open buckets, PR #35798)",
+          interpreted=True),
+    Floor("thresholds: lossless", 6, "(1, 1): the lossless rule"),
+    Floor("thresholds: zero", 3, "(0, 0): the old upstream fixture, every first sibling of positive mass"),
+    Floor("thresholds: single", 2, "p >= threshold_single accepts"),
+    Floor("thresholds: acc", 3, "threshold_acc < 1 scales the mass up"),
+    Floor("candidates: duplicates", 8, "a duplicated token adds its p to the mass again"),
+    Floor("candidates: placeholders", 2, "-1 is rejected unread, with no draft_probs write"),
+    Floor("candidates: oov", 3, "ids >= V are rejected unread (engines read past the row)"),
+    Floor("draft_probs on entry: residue", 4, "only rejected siblings' cells are written"),
+    Floor("walk: 2 or more drafts accepted", 5, "coins indexed by node, not by depth", interpreted=True),
+    Floor("walk: all S - 1 levels accepted", 3, "the bonus from the last node's row, no draft_probs subtracted"),
+    Floor("walk: a rejected sibling writes draft_probs", 3, "draft_probs[b, row, x] = p for rejected siblings",
+          interpreted=True),
+    Floor("pick: an all-zero residual (V - 1)", 5, "an all-zero residual gives V - 1", interpreted=True),
+    Floor("vocab: V > 1024 (several residual tiles)", 2, "the Triton sampler's residual spans tiles of 1024"),
+    Floor("vocab: V=1", 3, "a vocabulary of one token"),
+    Floor("tree: N=1", 2, "N = 1: only the pick"),
+    Floor("batch: B>1", 20, "one Triton program per request", interpreted=True),
+    Floor("layout: strided", 20, "strided uniform_samples, target_probs and draft_probs", interpreted=True),
+    Floor("hazard: nan", 1, "a NaN p makes the mass NaN", tier="hazard"),
+    Floor("hazard: zero rows", 1, "all-zero rows: the pick V - 1", tier="hazard"),
+    Floor("walk: 1 or more drafts accepted", 2, "general floats along an accepted path", tier="hazard"),
+)
+
 SAMPLE_TARGET_ONLY = wired(
     name="tree.sample_target_only",
     doc="tree rejection sampling against the target: siblings share one coin, the bonus from the residual by CDF",
@@ -440,6 +547,7 @@ SAMPLE_TARGET_ONLY = wired(
     rows=draw.tree_table,
     launches={"triton": 1, "torch": 300},
     bench=sample_bench,
+    floors=SAMPLE_FLOORS,
     classes={"oov_candidates": ("candidates", "oov")},
     semantics=SAMPLE_SEMANTICS,
     tiers={

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache, wraps
 
 import numpy as np
-from hypothesis import event
+from hypothesis import assume, event
 from hypothesis import strategies as st
 from hypothesis import target
 
@@ -23,6 +23,10 @@ VOCAB_EDGES = (1, 2, 8191, 8192, 8193, 151936)   # one id, tile edges and a real
 MODES = ("plain", "plain", "plain", "single", "stress", "stress")
 
 coverage: ContextVar[Counter | None] = ContextVar("specverify_coverage", default=None)
+# value rules (`invalid_rule` keys) the invalid tier's draws offered, where a search gathers them; and the one
+# rule a search asks (None: any)
+rules_offered: ContextVar[set | None] = ContextVar("specverify_rules_offered", default=None)
+rule_asked: ContextVar[str | None] = ContextVar("specverify_rule_asked", default=None)
 
 
 def reused(factory):
@@ -305,9 +309,21 @@ def request_rows(cu_inclusive: np.ndarray, per_token: dict[str, np.ndarray],
     return headers, rows
 
 
+def invalid_rule(example: Example) -> str:
+    """The key of the value rule an invalid example breaks: "field: rule"."""
+    return f"{example.bad_field}: {example.rule}"
+
+
 @st.composite
 def one_invalid(draw, candidates: list[Example]) -> Example:
-    """One of several invalid variants, labelled with the rule it breaks."""
-    chosen = draw(st.sampled_from(candidates))
-    label(f"invalid: {chosen.bad_field}: {chosen.rule}")
+    """One of several invalid variants (value rules), each as likely, labelled "invalid: field: rule"; the rules
+    offered are gathered in `rules_offered`. Where a search asks one rule (`rule_asked`), a variant breaking
+    it, and a draw that offers none is rejected."""
+    offered, asked = rules_offered.get(), rule_asked.get()
+    if offered is not None:
+        offered.update(map(invalid_rule, candidates))
+    pool = [c for c in candidates if asked is None or invalid_rule(c) == asked]
+    assume(pool)
+    chosen = pool[draw(st.integers(0, len(pool) - 1))]
+    label(f"invalid: {invalid_rule(chosen)}")
     return chosen

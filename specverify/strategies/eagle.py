@@ -10,11 +10,37 @@ from hypothesis import strategies as st
 
 from specverify.records.stage import BENCH_SPEC, Buffer, DrawContext, Example, Layout
 from specverify.strategies import rejection
-from specverify.strategies.blocks import (PLACEHOLDER, batch_size, bound, draft_batch, exclusive_offsets, generator,
-                                          host_hint, inclusive_offsets, invalid, label, labelled_dtype, layout, mode,
-                                          one_invalid, request_rows, short, vocab_size)
+from specverify.strategies.blocks import (PLACEHOLDER, DraftBatch, batch_size, bound, draft_batch, exclusive_offsets,
+                                          generator, host_hint, inclusive_offsets, invalid, label, labelled_dtype,
+                                          layout, mode, one_invalid, request_rows, short, vocab_size)
 
 INT32_MAX = 2**31 - 1
+TILE_ROWS, TILE_ELEMENTS = 32, 1024   # the Triton kernels' row tiles: at most 32 rows of 1024 elements
+                                      # (kernels/triton/eagle.py BLOCK_ROWS, ROW_TILE)
+LANE_ROWS = 128     # rows per program of the Triton one-lane-per-row kernels (ROWS)
+COPY_ROWS = 2       # requests per program of copy_and_expand_inputs' Triton kernel
+STEP_ROWS = 64      # slots per program of step_slot_mapping's Triton kernel
+
+
+def tile_rows(width: int) -> int:
+    """Rows per program of a Triton row tile over rows `width` wide (padded to a power of two): a batch
+    of more rows than this spreads over two programs or more."""
+    return max(1, min(TILE_ROWS, TILE_ELEMENTS // (1 << max(width - 1, 0).bit_length())))
+
+
+def label_programs(batch: int, rows: int) -> None:
+    """Label a batch that spreads over two or more programs of `rows` rows each."""
+    if batch > rows:
+        label("batch: more than one program")
+
+
+@st.composite
+def spanning_batch(draw, ctx: DrawContext, rows: int, kind: str) -> DraftBatch:
+    """`draft_batch`, one draw in six of more than `rows` requests (up to the context's limit): a Triton
+    kernel of `rows` requests per program then runs two programs or more, whose later ones start past
+    the first requests (and, in prepare_inputs, sum their kept tokens). Shrinks to the plain draw."""
+    several = draw(st.sampled_from([False] * 5 + [True]))
+    return draw(draft_batch(ctx, low=min(rows + 1, ctx.max_batch) if several else 0, kind=kind))
 
 
 def buffers(**specs: tuple) -> dict[str, Buffer]:
@@ -81,6 +107,8 @@ def sampled_rows(draw, batch: int, width: int, vocab: int, stress: bool = False,
     gap_rows = np.full((batch, 1), kind == "gaps") if kind != "mixed" else rng.random((batch, 1)) < 0.5
     ids = np.where(gap_rows, np.where(holes, junk, ids), np.where(prefix, ids, PLACEHOLDER))
     label(f"sampled: {kind}")
+    if (ids >= vocab).any():
+        label("sampled: an id >= V")
     valid = (ids != PLACEHOLDER) & (ids < vocab)
     if (valid[:, 1:] & np.logical_or.accumulate(~valid, axis=1)[:, :-1]).any():
         label("sampled: a valid id after a gap")
@@ -96,7 +124,7 @@ def next_token_padded_valid(draw, ctx: DrawContext) -> Example:
     if kind == "single":
         batch, width = 1, 1
     else:
-        batch, width = draw(batch_size(ctx)), draw(st.one_of(st.integers(1, 9), st.integers(0, 33)))
+        batch, width = draw(batch_size(ctx)), draw(st.one_of(st.integers(0, 9), st.integers(0, 33)))
     vocab = draw(vocab_size(ctx))
     rng = draw(generator())
     rate = draw(st.sampled_from([0.0, 0.3, 1.0]))
@@ -105,6 +133,9 @@ def next_token_padded_valid(draw, ctx: DrawContext) -> Example:
         discard[:] = False
     if discard.any():
         label("discard: all rows" if discard.all() else "discard: some rows")
+    if width == 0:
+        label("sampled: S = 0")
+    label_programs(batch, tile_rows(width))
     return Example(
         tier="valid",
         inputs={"sampled_token_ids": draw(sampled_rows(batch, width, vocab, stress, not ctx.excludes("oov_ids"))),
@@ -140,6 +171,8 @@ def query_lengths(draw, counts: np.ndarray) -> np.ndarray:
     """Query lengths of requests with `counts` drafts: n + 1 (decode), a few longer (prefill chunks)."""
     rng = draw(generator())
     extra = np.where(rng.random(len(counts)) < draw(st.sampled_from([0.0, 0.2])), rng.integers(1, 20, len(counts)), 0)
+    if extra.any():
+        label("queries: some longer than n + 1 (prefill chunks)")
     return counts + 1 + extra
 
 
@@ -158,10 +191,11 @@ def sampled_counts(draw, counts: np.ndarray, stress: bool = False) -> np.ndarray
 def prepare_inputs_padded_valid(draw, ctx: DrawContext) -> Example:
     kind = draw(mode())
     stress = kind == "stress"
-    batch = draw(draft_batch(ctx, kind=kind))
+    batch = draw(spanning_batch(ctx, LANE_ROWS, kind))
     b = batch.batch
     num_reqs = draw(st.one_of(st.just(b), st.integers(0, b)))
     num_reqs = min(num_reqs, max(b - 1, 0)) if stress else num_reqs
+    label_programs(num_reqs, LANE_ROWS)
     qsl = exclusive_offsets(draw(query_lengths(batch.counts)), draw(labelled_dtype("query_start_loc", ctx)))
     cu, count = inclusive_offsets(batch.counts), draw(sampled_counts(batch.counts, stress)).astype(np.int32)
     if num_reqs < b:
@@ -239,13 +273,14 @@ def verified_buffer(draw, counts: np.ndarray, columns: int, is_greedy, vocab: in
 def verify_and_prepare_padded_valid(draw, ctx: DrawContext) -> Example:
     kind = draw(mode())
     stress = kind == "stress"
-    batch = draw(draft_batch(ctx, kind=kind))
+    batch = draw(spanning_batch(ctx, TILE_ROWS, kind))
     b, counts, spec = batch.batch, batch.counts, batch.max_spec_len
     vocab = draw(vocab_size(ctx))
     rng = draw(generator())
     top = draw(bound(vocab))
     argmax = rng.integers(0, top, batch.num_tokens).astype(np.int64)
     is_greedy = draw(rejection.greedy_rows(b, stress, ctx.given("is_greedy")))
+    label_programs(b, tile_rows(spec + 1))
     num_reqs = draw(st.one_of(st.just(b), st.integers(0, b)))
     num_reqs = min(num_reqs, max(b - 1, 0)) if stress else num_reqs
     qsl = exclusive_offsets(draw(query_lengths(counts)), draw(labelled_dtype("query_start_loc", ctx)))
@@ -357,7 +392,8 @@ def verify_and_prepare_padded_table(ex: Example):
 @st.composite
 def prepare_inputs_valid(draw, ctx: DrawContext) -> Example:
     kind = draw(mode())
-    batch = draw(draft_batch(ctx, kind=kind))
+    batch = draw(spanning_batch(ctx, TILE_ROWS, kind))
+    label_programs(batch.batch, TILE_ROWS)
     counts = batch.counts
     q = draw(query_lengths(counts))
     sampled = draw(sampled_counts(counts, kind == "stress"))
@@ -430,8 +466,8 @@ def copy_and_expand_inputs_valid(draw, ctx: DrawContext) -> Example:
     tokens, vocab = int(qsl[-1]) + spare, draw(vocab_size(ctx))
     ids, positions = draw(labelled_dtype("target_token_ids", ctx)), draw(labelled_dtype("target_positions", ctx))
     shift, parallel = draw(st.booleans()) or stress, draw(st.sampled_from([1, 1, 2, 3, 5]))
-    parallel = max(parallel, 2) if stress else parallel
     label(f"copy_expand: shift={shift}, P={'1' if parallel == 1 else '>1'}")
+    label_programs(b, COPY_ROWS)
     size = tokens + b * parallel - (b if shift else 0)
     top = draw(bound(vocab))
     return Example(
@@ -491,10 +527,15 @@ def extend_queries_valid(draw, ctx: DrawContext) -> Example:
     q = np.ones(1, np.int64) if kind == "single" else rng.integers(0, 12, b)
     qsl = exclusive_offsets(q, draw(labelled_dtype("query_start_loc", ctx)))
     seq_dtype = draw(labelled_dtype("seq_lens", ctx))
+    grow = max(draw(st.sampled_from([0, 1, 2, 3, 7])), int(kind == "stress"))
+    label("extend: B = 0" if b == 0 else "extend: N = 0" if grow == 0 else "extend: N > 0")
+    if (q == 0).any():
+        label("extend: an empty query")
+    label_programs(b + 1, LANE_ROWS)     # B + 1 offsets, one lane each
     return Example(
         tier="valid",
         inputs={"query_start_loc": qsl, "seq_lens": (q + rng.integers(0, draw(bound(4000)), b)).astype(seq_dtype),
-                "N": max(draw(st.sampled_from([0, 1, 2, 3, 7])), int(kind == "stress"))},
+                "N": grow},
         outputs=buffers(new_query_start_loc=((b + 1,), qsl.dtype.name), new_seq_lens=((b,), seq_dtype)),
     )
 
@@ -545,23 +586,38 @@ def step_slot_mapping_valid(draw, ctx: DrawContext) -> Example:
     input_batch = batch + max(draw(st.sampled_from([0, 0, 1, 9])), int(stress))
     if input_batch > batch:
         label("step: CUDA-graph padded rows")
+    if rows > batch:
+        label("step: junk rows past batch_size")
+    label_programs(input_batch, STEP_ROWS)
     block, blocks = draw(st.sampled_from([1, 7, 16])), draw(st.integers(1, 6))
+    if block == 7:
+        label("step: block size not a power of two")
     capacity = blocks * block          # + 1: the first limit whose last position lies past the table
-    max_model_len = draw(st.sampled_from([capacity, capacity + 1, capacity + 3, max(1, capacity // 2), 1]))
+    max_model_len = draw(st.sampled_from([capacity, capacity + 1, capacity + 1, capacity + 3, max(1, capacity // 2),
+                                          1]))
     rng = draw(generator())
     pos_dtype, table_dtype, seq_dtype = (draw(labelled_dtype(f, ctx)) for f in ("positions", "block_table", "seq_lens"))
-    if np.dtype(pos_dtype) == np.dtype(seq_dtype) == np.int64 and draw(st.integers(0, 4)) == 0:
+    if np.dtype(pos_dtype) == np.dtype(seq_dtype) == np.int64 and draw(st.booleans()):
         label("step: max_model_len beyond int32")     # positions and their blocks past 32 bits
         max_model_len += INT32_MAX
     positions = draw(step_positions(rng, batch, max_model_len, blocks * block, stress))
     if (positions + 1 >= max_model_len).any():
         label("step: a position reaches max_model_len")
+    ahead = positions + 1
+    room = ahead < max_model_len
+    past_table = room & (ahead >= capacity)
+    if past_table.any():
+        label("step: a row with room past the table (its last block)")
+    if (past_table & (ahead == capacity) & (max_model_len == capacity + 1)).any():
+        label("step: max_model_len one past the table, a row at its last position")
     wide, small = draw(st.booleans()), draw(bound(1000))   # both drawn: shrinking `wide` keeps the rest
     top = INT32_MAX if wide else small
     if top == INT32_MAX:
         label("step: slots beyond int32")
     table = rng.integers(0, top, (rows, blocks), endpoint=True)
     seq = rng.integers(0, max_model_len + 1, rows)
+    if (room & (seq[:batch] == max_model_len)).any():
+        label("step: a row with room whose sequence is at max_model_len")
     pad = rows - batch   # rows never read: junk
     positions = np.concatenate([positions, rng.integers(-5, 5, pad)])
     table[batch:] = -3

@@ -31,7 +31,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from specverify.records.stage import Buffer, DrawContext, Example, Field, Layout, Stage
-from specverify.strategies.blocks import label
+from specverify.strategies.blocks import label, rule_asked
 
 # dtypes tried outside a field's allowed set, nearest misses first
 ARRAY_DTYPES = ("int64", "int32", "int16", "uint8", "float32", "float64", "bool")
@@ -261,8 +261,9 @@ def record_invalid(draw, stage: Stage, ctx: DrawContext) -> Example:
 
 
 def invalid_tier(stage: Stage, ctx: DrawContext) -> st.SearchStrategy[Example] | None:
-    """The whole invalid tier of a stage: its hand-written value rules and the generated generic ones."""
-    if not stage.inputs and not stage.outputs:
+    """The whole invalid tier of a stage: its hand-written value rules and the generated generic ones (the
+    value rules alone where a search asks one of them: `blocks.rule_asked`)."""
+    if not stage.inputs and not stage.outputs or rule_asked.get() is not None:
         return None if stage.invalid is None else stage.invalid(ctx)
     generated = record_invalid(stage, ctx)
     return generated if stage.invalid is None else st.one_of(stage.invalid(ctx), generated)

@@ -21,6 +21,23 @@ from specverify.strategies.eagle import buffers, column_rows
 CAPTURE_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 768, 1024)
 DRAFT_KS = (1, 2, 3, 5, 7)       # K of target-verify layouts (K + 1 tokens per request)
 VOCAB = 151936
+# the Triton kernels' tiles (kernels/triton/graph.py): a shape past one of them runs two programs or more
+TOKEN_TILE = 256                 # graph token slots per program (fill: TOKENS)
+TABLE_TILE = 1024                # block-table entries per program, rows x columns padded to a power of two
+REQUEST_TILE = 16                # most requests per program (step_context, dsa: REQUESTS)
+
+
+def padded(n: int) -> int:
+    """n rounded up to a power of two (at least 1), as the kernels pad a tile's side."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def label_tile_crossing(q: np.ndarray, rows: int) -> None:
+    """Label a query longer than `rows` / B rounded up to a power of two (rows: the token rows of the
+    outputs): the width of the Triton kernels' token tiles, which such a query crosses in two steps or
+    more."""
+    if len(q) and int(q.max()) > padded(-(-rows // len(q))):
+        label("queries: one longer than the token tile")
 
 
 def capture_size(ctx: DrawContext) -> st.SearchStrategy[int]:
@@ -28,13 +45,24 @@ def capture_size(ctx: DrawContext) -> st.SearchStrategy[int]:
 
 
 @st.composite
-def query_layout(draw, batch: int) -> tuple[int, np.ndarray]:
+def query_layout(draw, batch: int, long_one: bool = False) -> tuple[int, np.ndarray]:
     """(width, q): target-verify (every q = K + 1), draft (every q = 1) or ragged (0 to width
-    tokens each, a request without tokens among them)."""
-    kind = draw(st.sampled_from(["target_verify", "target_verify", "draft", "ragged"]))
-    width = 1 if kind == "draft" else draw(st.sampled_from(DRAFT_KS)) + 1
+    tokens each, a request without tokens among them); with `long_one` also decodes (q = 1) with one
+    chunk of 9 to 80 tokens among them (width: its length), longer than a token tile sized for the mean."""
+    kinds = ["target_verify", "target_verify", "draft", "ragged"] + (["long among decodes"] if long_one else [])
+    kind = draw(st.sampled_from(kinds))
+    if kind == "draft":
+        width = 1
+    elif kind == "long among decodes":
+        width = draw(st.integers(9, 80))
+    else:
+        width = draw(st.sampled_from(DRAFT_KS)) + 1
     if kind == "ragged":
         q = draw(generator()).integers(0, width + 1, batch)
+    elif kind == "long among decodes":
+        q = np.ones(batch, np.int64)
+        if batch:
+            q[draw(st.integers(0, batch - 1))] = width
     else:
         q = np.full(batch, width, np.int64)
     label(f"layout: {kind}")
@@ -78,18 +106,24 @@ def set_at(values: np.ndarray, index, value) -> np.ndarray:
 def fill_common_inputs_valid(draw, ctx: DrawContext) -> Example:
     max_batch = draw(capture_size(ctx))
     most = ctx.limits("B", 0, max_batch)[1]
-    batch = draw(st.one_of(st.just(most), st.just(min(1, most)), st.integers(0, most)))
+    batch = draw(st.one_of(st.just(most), st.sampled_from([min(1, most), 0]), st.integers(0, most)))
     label("fill: batch = capacity" if batch == max_batch else "fill: B = 0" if batch == 0 else "fill: B < capacity")
     width, q = draw(query_layout(batch))
     max_tokens = max_batch * width + draw(st.sampled_from([0, 0, 0, 5]))
     if int(q.sum()) == max_tokens:
         label("fill: tokens = capacity")
+    if max_tokens > TOKEN_TILE:
+        label("fill: more than one token program")
     low, high = ctx.limits("pad_query_len", 0, max(width, 1))
     pad = draw(st.sampled_from([min(max(p, low), high) for p in (width, width, 0, 1)]))
     max_blocks = draw(st.sampled_from([1, 3, 4, 16, 17, 64, 100, 128] if not ctx.small else [1, 3, 4, 16, 17, 64]))   # widths off a power of two: a tile wider than the row
     blocks = draw(st.one_of(st.just(max_blocks), st.integers(0, max_blocks)))
     if blocks == max_blocks:
         label("fill: blocks per request = capacity")
+    if max_batch * padded(max_blocks) > TABLE_TILE:
+        label("fill: more than one block-table program")
+    if pad == 0 and batch < max_batch:
+        label("fill: padding requests with PAD = 0")
     rng = draw(generator())
     history = rng.integers(0, 16 * max(blocks, 1) * 64, batch)
     if batch and draw(st.integers(0, 4)) == 0:   # contexts so long the running kv sum nears int32
@@ -195,13 +229,16 @@ def fill_common_inputs_table(ex: Example):
 @st.composite
 def step_context_valid(draw, ctx: DrawContext, low: int = 0) -> Example:
     batch = draw(batch_size(ctx, low))
-    _, q = draw(query_layout(batch))
+    _, q = draw(query_layout(batch, long_one=True))
     if draw(st.integers(0, 9)) == 0:
         q[:] = 0
         label("step: every query empty")
     uniform = batch == 0 or bool((q == q[0]).all())
     flag = uniform and draw(st.booleans())
     label(f"step: uniform={uniform}, flag={flag}")
+    if batch > REQUEST_TILE:
+        label("batch: more than one program")
+    label_tile_crossing(q, int(q.sum()))
     dtype = draw(labelled_dtype("q_seqlens", ctx))
     rng = draw(generator())
     history = rng.integers(0, 4096, batch) * draw(st.sampled_from([0, 1, 1]))
@@ -274,7 +311,7 @@ def step_context_table(ex: Example):
 def dsa_indexer_metadata_example(draw, ctx: DrawContext, tier: str) -> Example:
     """Valid: every kv >= q. Hazard: some requests' kv shorter than their query (down to 0)."""
     batch = draw(batch_size(ctx, low=1 if tier == "hazard" else 0))
-    width, q = draw(query_layout(batch))
+    width, q = draw(query_layout(batch, long_one=True))
     rng = draw(generator())
     history = rng.integers(0, 3000, batch) * draw(st.sampled_from([0, 1, 1]))
     kv = q + history
@@ -288,9 +325,18 @@ def dsa_indexer_metadata_example(draw, ctx: DrawContext, tier: str) -> Example:
     capture = next((s for s in CAPTURE_SIZES if s * width >= tokens), tokens)
     n_rows = {"exact": tokens, "spare": tokens + 3, "capture": max(capture * width, tokens)}[size]
     label(f"dsa: N {size}")
+    if n_rows > tokens:
+        label("dsa: rows past the queries")
     dcp = draw(st.sampled_from([1, 1, 2, 4, 4, 3, 8]))
     rank = draw(st.integers(0, dcp - 1))
     label(f"dsa: dcp_size {dcp}" + (", last rank" if rank == dcp - 1 and dcp > 1 else ""))
+    if rank > 0:
+        label("dsa: rank > 0")
+    if ((kv - q + 1 <= rank) & (q > 0)).any():
+        label("dsa: a token with no entries on this rank")
+    if batch > REQUEST_TILE:
+        label("batch: more than one program")
+    label_tile_crossing(q, n_rows)
     blocks = draw(st.sampled_from([1, 4, 16, 64] if not ctx.small else [1, 4, 16]))
     dtypes = {f: draw(labelled_dtype(f, ctx)) for f in ("q_seqlens", "kv_seqlens", "cu_q", "block_offsets")}
     table = rng.integers(0, draw(st.sampled_from([4096, INT32_MAX])), (batch, blocks), endpoint=True)

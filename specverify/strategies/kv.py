@@ -9,6 +9,8 @@ slot) often point at a written token's slot, so writing one clobbers an accepted
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -17,6 +19,10 @@ from specverify.records.stage import Buffer, DrawContext, Example, Layout
 from specverify.records.values import output_value
 from specverify.strategies.blocks import (batch_size, generator, invalid, label, labelled_dtype, layout, mode,
                                           one_invalid, short)
+
+BLOCK_T, MAX_ROW = 16, 1024        # tokens and row elements per program of the Triton commit kernel
+COMPACT_BLOCK = 1024               # accept_index entries per step of the Triton running count
+REQUESTS, SLOT_BLOCK = 16, 64      # requests per program, slots per step of a request (Triton assign)
 
 
 def cast(values: np.ndarray, dtype: str) -> np.ndarray:
@@ -41,7 +47,8 @@ def fp8_points(rng, size: int, cache_dtype: str) -> np.ndarray:
 
 
 @st.composite
-def source_values(draw, rng, shape: tuple, dtype: str, cache_dtype: str, scale: float) -> np.ndarray:
+def source_values(draw, rng, shape: tuple, dtype: str, cache_dtype: str, scale) -> np.ndarray:
+    """[T, H, D] values of a kind; fp8 edge points are multiplied by `scale` (a number, or one per token)."""
     kind = draw(st.sampled_from(["normal", "wide", "fp8 edges" if cache_dtype in FP8 else "normal", "subnormal"]))
     label(f"values: {kind}")
     size = int(np.prod(shape))
@@ -55,7 +62,8 @@ def source_values(draw, rng, shape: tuple, dtype: str, cache_dtype: str, scale: 
         tiny = float(ml_dtypes.finfo(dtype).smallest_normal)
         values = tiny * np.ldexp(rng.random(size), rng.integers(-10, 2, size))
     else:
-        values = fp8_points(rng, size, cache_dtype) * scale
+        per_token = np.reshape(scale, (-1,) + (1,) * (len(shape) - 1))
+        values = (fp8_points(rng, size, cache_dtype).reshape(shape) * per_token).reshape(-1)
     values = np.where(rng.random(size) < 0.5, -values, values)
     values[rng.random(size) < 0.02] = -0.0
     return cast(values, dtype).reshape(shape)
@@ -106,36 +114,45 @@ def slots(draw, rng, written: np.ndarray, capacity: int) -> np.ndarray:
 
 
 @st.composite
-def scales(draw, rng, tokens: int, fp8: bool, hazard: bool) -> tuple[np.ndarray | None, np.ndarray | None, float]:
-    """(k_scale, v_scale, a power of two the fp8 edge values are multiplied by)."""
+def scales(draw, rng, tokens: int, fp8: bool, hazard: bool) -> tuple:
+    """(k_scale, v_scale, (k_edge, v_edge)): each edge the power of two (a number, or one per token) that the
+    fp8 edge values of keys or values are multiplied by, so that their quotients stay exact. Per-token scales
+    other than "one" differ from token to token (a kernel reading one scale for all must show)."""
     unit = 2.0 ** draw(st.integers(-4, 4))
     if not fp8:
         kind = draw(st.sampled_from(["None", "ignored"]))
         label(f"scales: {kind} (same-dtype cache)")
         if kind == "None":
-            return None, None, unit
-        return np.array([np.nan], np.float32), np.full(tokens or 1, -3.0, np.float32), unit
-    found = []
+            return None, None, (unit, unit)
+        return np.array([np.nan], np.float32), np.full(tokens or 1, -3.0, np.float32), (unit, unit)
+    found, edges = [], []
     for name in ("k", "v"):
         per_token = tokens > 1 and draw(st.booleans())
         size = tokens if per_token else 1
         kind = draw(st.sampled_from(["power of two", "one", "random", "tiny"]))
         label(f"scale: {'per token' if per_token else 'per tensor'}, {kind}")
-        values = {"power of two": np.full(size, unit), "one": np.ones(size), "tiny": np.full(size, 1e-3),
+        edge = unit * 2.0 ** rng.integers(-2, 3, size) if per_token else unit
+        values = {"power of two": edge, "one": np.ones(size), "tiny": np.full(size, 1e-3) * edge / unit,
                   "random": rng.uniform(0.01, 4.0, size)}[kind]
         if hazard:
             bad = draw(st.sampled_from([0.0, -0.0, np.inf, np.nan, -2.0, 1e-40]))
             label(f"hazard: scale {bad}")
+            label("hazard: a zero, negative, infinite, NaN or subnormal scale")
             values = np.where(rng.random(size) < 0.5, bad, values)
-        found.append(values.astype(np.float32))
-    return found[0], found[1], unit
+        found.append(np.broadcast_to(values, (size,)).astype(np.float32))
+        edges.append(edge)
+    return found[0], found[1], tuple(edges)
 
 
 @st.composite
 def commit_draft_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
-    tokens = draw(st.one_of(st.integers(0, 4), st.integers(0, 16 if ctx.small else 48)))
+    tokens = draw(st.one_of(st.integers(0, 4), st.integers(0, 24 if ctx.small else 48)))
     heads = draw(st.sampled_from([1, 2, 3, 4]))
-    dim = draw(st.sampled_from([1, 3, 8, 16, 64]))
+    dim = draw(st.sampled_from([1, 3, 8, 16, 64, 520]))    # 520: rows of more than 1024 elements from 2 heads
+    if tokens > BLOCK_T:
+        label(f"tokens: more than {BLOCK_T} (several programs)")
+    if heads * dim > MAX_ROW:
+        label(f"rows: more than {MAX_ROW} elements (several programs)")
     src_dtype = draw(st.sampled_from(SOURCES))
     for name in ("key", "value", "key_cache", "value_cache"):   # a same-dtype cache needs a source it allows
         src_dtype = ctx.dtype(name, src_dtype, SOURCES)
@@ -144,6 +161,7 @@ def commit_draft_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     layout = draw(st.sampled_from(LAYOUTS))
     block_size = draw(st.sampled_from([1, 2, 5, 16]))
     label(f"cache: {src_dtype} -> {cache_dtype}")
+    label(f"cache: {cache_dtype if cache_dtype in FP8 else 'the source dtype'}")
     label(f"layout: {layout}")
     rng = draw(generator())
     accepted = draw(written_mask(rng, tokens))
@@ -153,13 +171,19 @@ def commit_draft_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     num_blocks = max(num_blocks, 1)
     slot_mapping = draw(slots(rng, written, num_blocks * block_size))
     slot_mapping[accepted & ~has_slot] = -1
-    k_scale, v_scale, unit = draw(scales(rng, tokens, cache_dtype in FP8, tier == "hazard"))
-    key = draw(source_values(rng, (tokens, heads, dim), src_dtype, cache_dtype, unit))
-    value = draw(source_values(rng, (tokens, heads, dim), src_dtype, cache_dtype, unit))
+    if (accepted & ~has_slot).any():
+        label("slots: an accepted token without a slot (-1)")
+    k_scale, v_scale, (k_edge, v_edge) = draw(scales(rng, tokens, cache_dtype in FP8, tier == "hazard"))
+    for scale in (k_scale, v_scale):
+        if cache_dtype in FP8 and len(scale) > 1 and len(np.unique(scale[written])) > 1:
+            label("scale: per token, differing over the written tokens")
+    key = draw(source_values(rng, (tokens, heads, dim), src_dtype, cache_dtype, k_edge))
+    value = draw(source_values(rng, (tokens, heads, dim), src_dtype, cache_dtype, v_edge))
     if tier == "hazard":
         key, value = (draw(non_finite(rng, x)) for x in (key, value))
     shape = (num_blocks, block_size, heads, dim) if layout == "NHD" else (num_blocks, heads, block_size, dim)
     slot_dtype = draw(st.sampled_from(["int64", "int32"]))
+    label(f"dtype: slot_mapping {slot_dtype}")
     return Example(
         tier=tier,
         inputs={"key": key, "value": value, "slot_mapping": slot_mapping.astype(slot_dtype),
@@ -312,6 +336,7 @@ def cache_locations(rng, size: int, dtype: str, extremes: bool = False) -> np.nd
     that only moves them)."""
     info = np.iinfo(dtype)
     if extremes:
+        label("slots: anywhere in the dtype")
         values = rng.integers(info.min, info.max, size, dtype=dtype, endpoint=True)
         pick = rng.random(size) < 0.2
         values[pick] = rng.choice(np.array([info.min, info.max, -1, 0], dtype), int(pick.sum()))
@@ -319,6 +344,8 @@ def cache_locations(rng, size: int, dtype: str, extremes: bool = False) -> np.nd
     top = INT32_MAX if dtype == "int32" or rng.random() < 0.5 else 2**40
     span = 4 * size + 8
     low = 0 if rng.random() < 0.5 else top - span + 1
+    if size:
+        label("slots: low" if low == 0 else "slots: near 2**31" if top == INT32_MAX else "slots: near 2**40")
     return (low + rng.choice(span, size, replace=False)).astype(dtype)
 
 
@@ -369,6 +396,10 @@ def accept_out_cache_loc_valid(draw, ctx: DrawContext, tier: str = "valid") -> E
     label(f"accept_index: {shape}")
     label("accept_index: B*S a power of two" if batch * width and not batch * width & (batch * width - 1)
           else "accept_index: B*S not a power of two")
+    if width == 0:
+        label("accept_index: S=0")
+    if batch * width > COMPACT_BLOCK:
+        label(f"accept_index: more than {COMPACT_BLOCK} entries (several steps of the count)")
     rng = draw(generator())
     index = accepted_rows(rng, batch, width, max(nodes, 1), shape)
     length = batch * max(nodes, 1) + draw(st.sampled_from([0, 0, 3]))
@@ -466,6 +497,8 @@ def request_ranges(draw, rng, batch: int, rows: int, width: int, stress: bool) -
         label("ranges: one ends at L")
     if ((end - start) > 32).any():
         label("ranges: longer than 32")
+    if ((end - start) > SLOT_BLOCK).any():
+        label(f"ranges: longer than {SLOT_BLOCK} (several steps of a program)")
     if ((end - start) == 0).any():
         label("ranges: length 0")
     return pool, start, end
@@ -479,10 +512,14 @@ def assign_req_to_token_valid(draw, ctx: DrawContext, tier: str = "valid") -> Ex
     if stress:
         batch = ctx.limits("B", 0, draw(st.sampled_from([3, 5, 17, 33])))[1]
     rows = max(1, draw(st.sampled_from([batch, batch + 1, batch + 4, batch // 2])))
-    width = draw(st.sampled_from([1, 5, 8, 33, 70, 100] if not ctx.small else [1, 5, 8, 40, 64]))
+    width = draw(st.sampled_from([1, 5, 8, 33, 70, 100] if not ctx.small else [1, 5, 8, 40, 70]))
     if stress:
         width, rows = max(width, 33), max(rows, batch)
     rng = draw(generator())
+    if batch > REQUESTS:
+        label(f"batch: more than {REQUESTS} requests (several programs)")
+    if batch & (batch - 1):
+        label("batch: B not a power of two")
     pool, start, end = draw(request_ranges(rng, batch, rows, width, stress))
     total = int((end - start).sum())
     if tier == "hazard":   # slots at 0 and 2**31 - 1 only, a tail of slots past int32 and below 0
@@ -490,14 +527,20 @@ def assign_req_to_token_valid(draw, ctx: DrawContext, tier: str = "valid") -> Ex
     else:
         slots = cache_locations(rng, total, "int32")
     tail = rng.integers(-2**40, 2**40, draw(st.sampled_from([0, 1, 7])))
+    if len(tail):
+        label("out_cache_loc: a tail past the sum of lengths")
     tail[rng.random(len(tail)) < 0.5] = INT32_MAX + 1
     table = rng.integers(-2**31, 2**31, (rows, width)).astype(np.int32)
+    lay = draw(layout(2, True if stress else None))
+    if stress:    # with the other rare classes, a table stored column-major
+        lay = replace(lay, order=(1, 0))
+        label("req_to_token: transposed")
     return Example(
         tier=tier,
         inputs={"req_pool_indices": pool.astype(draw(labelled_dtype("req_pool_indices", ctx))), "start_offset": start,
                 "end_offset": end, "out_cache_loc": np.concatenate([slots, tail]).astype(np.int64),
                 "req_to_token": table},
-        layouts={"req_to_token": lay} if (lay := draw(layout(2, True if stress else None))) is not None else {},
+        layouts={"req_to_token": lay} if lay is not None else {},
     )
 
 

@@ -68,9 +68,10 @@ def history(rng: np.random.Generator, kind: str, width: int, letters: int, min_n
     return h.tolist()
 
 
-def cap(draw, rng: np.random.Generator, lengths: np.ndarray, width: int, k: int) -> int:
-    """max_model_len: far above every history, or at a request's length less 1, exactly, or plus 1."""
-    where = draw(st.sampled_from(["far", "at a request", "at a request", "tight"]))
+def cap(draw, rng: np.random.Generator, lengths: np.ndarray, width: int, k: int, proposing: np.ndarray) -> int:
+    """max_model_len: far above every history, or at a request's length less 1, exactly, or plus 1 (a request
+    with a proposal, where there is one)."""
+    where = draw(st.sampled_from(["far", "at a request", "at a request", "tight", "at a request"]))
     if where == "far" or not len(lengths) or not lengths.max():
         label("cap: far")
         return width + k + int(rng.integers(0, 5))
@@ -78,8 +79,19 @@ def cap(draw, rng: np.random.Generator, lengths: np.ndarray, width: int, k: int)
         label("cap: below the longest history")
         return max(1, int(rng.integers(1, int(lengths.max()) + 1)))
     step = draw(st.sampled_from([-1, 0, 1]))
-    label(f"cap: max_model_len - L = {-step} for a request")
-    return max(1, int(lengths[int(rng.integers(0, len(lengths)))]) + step)
+    candidates = np.flatnonzero(proposing) if proposing.any() else np.arange(len(lengths))
+    return max(1, int(lengths[candidates[int(rng.integers(0, len(candidates)))]]) + step)
+
+
+def cap_reached(proposals: list[list[int]], lengths: np.ndarray, max_model_len: int) -> None:
+    """Label where the cap falls, read off the drawn requests (any of them) and their uncapped `proposals`:
+    max_model_len - L of -1, 0 or 1 for a request with a proposal, and a cap that cuts a proposal short
+    (vLLM #42533)."""
+    room = max_model_len - lengths
+    for gap in sorted({int(r) for proposal, r in zip(proposals, room) if proposal} & {-1, 0, 1}):
+        label(f"cap: max_model_len - L = {gap} for a request")
+    if any(len(proposal) > max(0, r) for proposal, r in zip(proposals, room.tolist())):
+        label("cap: cuts a proposal short")
 
 
 def trapped_tail(buffer: np.ndarray, lengths: np.ndarray, letters_ids: np.ndarray, trap: str) -> None:
@@ -123,14 +135,20 @@ def propose_valid(draw, ctx: DrawContext, tier: str = "valid", pooled: bool = Fa
     buffer = np.zeros((batch, width), np.int64)
     for b, h in enumerate(rows):
         buffer[b, :len(h)] = ids[h] if h else []
+    if any(ID_LIMIT - 1 in buffer[b, :length] for b, length in enumerate(lengths)):
+        label("ids: 2**31 - 1 in a history")
     trap = draw(st.sampled_from(TRAPS))
     label(f"past the history: {trap}")
     trapped_tail(buffer, lengths, ids, trap)
     out = draw(layout(2))
+    uncapped = [proposal for proposal, _ in
+                suffix_search(RULES["uncapped"], buffer, lengths, min_n, max_n, max(1, width + k), k)]
+    max_model_len = cap(draw, rng, lengths, width, k, np.array([len(p) > 0 for p in uncapped], bool))
+    cap_reached(uncapped, lengths, max_model_len)
     return Example(
         tier=tier,
         inputs={"token_ids": buffer.astype(tok_dtype), "num_tokens": lengths.astype(len_dtype), "min_n": min_n,
-                "max_n": max_n, "max_model_len": cap(draw, rng, lengths, width, k)},
+                "max_n": max_n, "max_model_len": max_model_len},
         outputs={"draft_token_ids": Buffer((batch, k), tok_dtype, out), "num_draft_tokens": Buffer((batch,), "int32")},
         layouts={name: value for name, value in {"token_ids": draw(layout(2))}.items() if value is not None},
     )

@@ -103,7 +103,32 @@ def parse_valid(draw, ctx: DrawContext) -> Example:
     for name, container in containers.items():
         label(f"container: {name} as {container}")
     label("size: filtered in Python (B*S <= 256)" if batch * width <= SMALL else "size: B*S > 256")
+    parse_reached(inputs)
     return Example(tier="valid", inputs=inputs, containers=containers)
+
+
+def parse_reached(x: dict) -> None:
+    """Label the classes the drawn values hold: no rows or no columns, an id of exactly V, an out-of-vocabulary
+    id or a -1 with a valid id after it in its row (the later ids still count), every row discarded, logprobs
+    with -inf, -0.0 or NaN."""
+    ids, vocab = x["output_token_ids"], x["vocab_size"]
+    if not ids.size:
+        label("rows: none (B = 0) or empty (S = 0)")
+    valid = (ids >= 0) & (ids < vocab)
+    later_valid = np.zeros_like(valid)
+    later_valid[:, :-1] = np.flip(np.logical_or.accumulate(np.flip(valid[:, 1:], axis=1), axis=1), axis=1)
+    if (ids == vocab).any():
+        label("ids: an id equal to V")
+    if ((ids >= vocab) & later_valid).any():
+        label("ids: an out-of-vocabulary id before a valid one in its row")
+    if ((ids == PLACEHOLDER) & later_valid).any():
+        label("ids: a -1 before a valid id in its row")
+    if len(ids) and set(np.asarray(x["discard_req_indices"]).tolist()) == set(range(len(ids))):
+        label("discard: every row")
+    if x["logprobs"] is not None:
+        special = x["logprobs"][np.isinf(x["logprobs"]) | np.isnan(x["logprobs"]) | (x["logprobs"] == 0)]
+        if special.size:
+            label("logprobs: -inf, -0.0 or NaN among them")
 
 
 def parse_corruptions(ex: Example) -> list[Example]:
@@ -151,7 +176,12 @@ def spec_metadata_valid(draw, ctx: DrawContext) -> Example:
     cu_sched = inclusive_offsets(counts + 1 + extra)
     scheduled = int(cu_sched[-1]) if batch.batch else 0
     capacity = scheduled + draw(st.sampled_from([0, 0, 1, 17]))
+    if capacity > scheduled:
+        label("input_ids: longer than the scheduled tokens")
+    if mixed and (extra > 0).any():
+        label("scheduled: a prompt chunk before a request's sampled tokens")
     id_dtype = draw(index_dtype())
+    label(f"dtype: input_ids {id_dtype}")
     total = batch.num_tokens
     return Example(
         tier="valid",

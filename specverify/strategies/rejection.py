@@ -18,9 +18,10 @@ from specverify.records.values import POISON_A, filled, output_value, output_val
 from specverify.strategies.blocks import (PLACEHOLDER, DraftBatch, aim, batch_size, bound, draft_batch, generator,
                                           inclusive_offsets, invalid, label, layout, mode, one_invalid, request_rows,
                                           short, token_ids, vocab_size)
-from specverify.strategies.probability_tables import (approx_div_uniforms, cdf_vocab, chain_shape, drafts_from,
-                                                      grid_rows, request_of_tokens, sized_batch, strict_q0_uniforms,
-                                                      strict_uniforms, table_budget, tables, uniforms)
+from specverify.strategies.draft_hazards import hazards, label_tested_oov, oov_first_drafts
+from specverify.strategies.probability_tables import (SMALL_BATCH, approx_div_uniforms, cdf_vocab, drafts_from,
+                                                      request_of_tokens, sized_batch, strict_q0_uniforms,
+                                                      strict_uniforms, table_budget, table_vocab, tables, uniforms)
 
 
 @st.composite
@@ -68,6 +69,11 @@ def drafts_against(draw, target: np.ndarray, counts: np.ndarray, vocab: int, str
         other = np.where(other >= vocab, PLACEHOLDER if "placeholder" not in excluded else target, other)
     after_cut = position > accepted[request]
     matches = (position < accepted[request]) | (after_cut & (rng.random(size) < 0.5))
+    stop = other[position == accepted[request]]          # the draft where each request stops matching
+    for kind, found in (("a placeholder", stop == PLACEHOLDER), ("out of the vocabulary", stop >= vocab),
+                        ("another valid id", (stop >= 0) & (stop < vocab))):
+        if found.any():
+            label(f"drafts: first mismatch {kind}")
     return np.where(matches, target, other).astype(np.int32)
 
 
@@ -151,37 +157,6 @@ def recovered_ids(rng, tokens, top) -> np.ndarray:
     return rng.integers(0, top, tokens).astype(np.int32)
 
 
-@st.composite
-def hazards(draw, ex: Example, excluded: frozenset[str] = frozenset()) -> Example:
-    """A valid example made pathological: NaN and +-inf probabilities, zero noise (inv_q = inf), NaN
-    noise, zero uniforms, out-of-vocabulary drafts (unless a declared domain `excluded` them). Non-finite
-    values land in whole rows or single cells."""
-    rng = draw(generator())
-    x = dict(ex.inputs)
-    kinds = draw(st.sets(st.sampled_from(["nan", "inf", "zero noise", "oov drafts", "zero uniforms"]), min_size=1))
-    for kind in sorted(kinds):
-        label(f"hazard: {kind}")
-    for name in ("target_probs", "draft_probs", "inv_q"):
-        if x.get(name) is None or not x[name].size or not kinds & {"nan", "inf", "zero noise"}:
-            continue
-        a = x[name].copy()
-        spot = rng.random(a.shape) < draw(st.sampled_from([0.01, 0.3, 1.0]))
-        choices = [v for k, v in (("nan", np.nan), ("inf", np.inf), ("inf", -np.inf)) if k in kinds]
-        if name == "inv_q" and "zero noise" in kinds:
-            choices.append(np.inf)
-        if choices:
-            a[spot] = np.array(choices, np.float32)[rng.integers(0, len(choices), a.shape)][spot]
-        x[name] = a
-    if "oov drafts" in kinds and x["draft_token_ids"].size and "oov" not in excluded:
-        d = x["draft_token_ids"].copy()
-        vocab = x["target_probs"].shape[-1]
-        d[rng.random(d.shape) < 0.5] = vocab + rng.choice([0, 7])
-        x["draft_token_ids"] = d
-    if "zero uniforms" in kinds and x.get("uniform_probs") is not None:
-        x["uniform_probs"] = np.zeros_like(x["uniform_probs"])
-    return Example(tier="hazard", inputs=x, outputs=ex.outputs, layouts=ex.layouts)
-
-
 def outside(values: np.ndarray, vocab: int) -> bool:
     return bool(((values < 0) | (values >= vocab)).any())
 
@@ -205,6 +180,8 @@ def recovered_valid(draw, ctx: DrawContext) -> Example:
     drafts = draw(token_ids(batch.num_tokens, vocab, stress=kind == "stress",
                               excluded=ctx.excluded_kinds("draft_token_ids")))
     t = draw(tables(batch.counts, vocab, drafts, ctx.given("draft_probs")))
+    if t.draft is None and (drafts >= vocab).any():
+        label("reached: an out-of-vocabulary draft without draft probs (it zeroes no cell)")
     return Example(
         tier="valid",
         inputs={"cu_num_draft_tokens": inclusive_offsets(batch.counts), "draft_token_ids": drafts,
@@ -295,9 +272,13 @@ def random_valid(draw, ctx: DrawContext, uniforms_of=uniforms) -> Example:
     batch, vocab = draw(sized_batch(ctx, kind))
     rng = draw(generator())
     top = draw(bound(vocab))
-    drafts = draw(token_ids(batch.num_tokens, vocab, stress=kind == "stress",
-                              excluded=ctx.excluded_kinds("draft_token_ids")))
+    excluded = ctx.excluded_kinds("draft_token_ids")
+    drafts = draw(token_ids(batch.num_tokens, vocab, stress=kind == "stress", excluded=excluded))
+    is_greedy = draw(random_rows(batch.batch, kind == "stress"))
+    drafts = draw(oov_first_drafts(drafts, batch.counts, vocab, is_greedy, excluded))
     t = draw(tables(batch.counts, vocab, drafts, ctx.given("draft_probs")))
+    u = draw(uniforms_of(drafts, t, kind == "stress"))
+    label_tested_oov(drafts, batch.counts, t, u, ~is_greedy)
     return Example(
         tier="valid",
         inputs={
@@ -308,8 +289,8 @@ def random_valid(draw, ctx: DrawContext, uniforms_of=uniforms) -> Example:
             "draft_probs": t.draft,
             "target_probs": t.target,
             "recovered_token_ids": recovered_ids(rng, batch.num_tokens, top),
-            "uniform_probs": draw(uniforms_of(drafts, t, kind == "stress")),
-            "is_greedy": draw(random_rows(batch.batch, kind == "stress")),
+            "uniform_probs": u,
+            "is_greedy": is_greedy,
         },
         outputs={"output_token_ids": Buffer((batch.batch, batch.max_spec_len + 1), "int32")},
     )
@@ -372,6 +353,8 @@ def random_table(ex: Example):
 
 # --- rejection.expand --------------------------------------------------------------------------------
 
+# float32 replace_from values, by kind: a zero of either sign, a number float32 rounds, another number
+REPLACE_FROM = {"zero": (0.0, -0.0), "not a float32": (0.1, 1e-7), "a float32": (-1.0, 0.5)}
 FLOAT_SPECIALS = np.array([0.0, -0.0, 1.0, -1.0, np.nan, np.inf, 0.5], np.float32)
 
 
@@ -382,17 +365,29 @@ def expand_valid(draw, ctx: DrawContext) -> Example:
     dtype = ctx.dtype("expanded", ctx.dtype("x", draw(st.sampled_from(["float32", "int32", "int64"]))))
     label(f"x: {dtype}")
     if dtype == "float32":
-        replace_from = draw(st.sampled_from([0.0, -1.0, 0.5, 1e-7]))
+        replace_from = draw(st.sampled_from(REPLACE_FROM[draw(st.sampled_from(list(REPLACE_FROM)))]))
         replace_to = draw(st.sampled_from([1.0, -0.0, 2.5, 3]))
         pool = np.append(FLOAT_SPECIALS, np.float32(replace_from))
         x = np.where(rng.random(batch.batch) < 0.5, rng.choice(pool, batch.batch),
                      rng.normal(size=batch.batch)).astype(np.float32)
+        same = np.float32(replace_from)             # the contract's cases in up to three rows: NaN, replace_from
+        cases = np.array([np.nan, same, -same if same == 0 else -0.0], np.float32)   # as an f32, the zero of
+        rows = rng.choice(batch.batch, min(3, batch.batch), replace=False)          # the other sign
+        x[rows] = rng.permutation(cases)[:len(rows)]
+        if np.isnan(x).any():
+            label("x: a NaN (never replaced)")
+        if replace_from == 0 and (np.signbit(x[x == 0]) != np.signbit(np.float32(replace_from))).any():
+            label("x: a zero of the other sign than replace_from 0.0 (equal to it)")
+        if float(np.float32(replace_from)) != replace_from and (x == np.float32(replace_from)).any():
+            label("x: replace_from rounded to float32 first")
     else:
         info = np.iinfo(dtype)
         replace_from = draw(st.sampled_from([0, -1, int(info.max), int(info.min)]))
         replace_to = draw(st.sampled_from([0, 1, -1, int(info.max)]))
         x = np.where(rng.random(batch.batch) < 0.4, replace_from,
                      rng.integers(-5, 100, batch.batch)).astype(dtype)
+        if len(x) and replace_from in (info.min, info.max):
+            label("x: replace_from the dtype's min or max")
     return Example(
         tier="valid",
         inputs={"x": x, "cu_num_tokens": inclusive_offsets(batch.counts), "num_tokens": batch.num_tokens,
@@ -436,10 +431,15 @@ def sample_valid(draw, ctx: DrawContext, uniforms_of=uniforms) -> Example:
     counts = batch.counts
     guess = draw(token_ids(batch.num_tokens, vocab))
     t = draw(tables(counts, vocab, guess, ctx.given("draft_probs")))
-    drafts = draw(drafts_against(first_max_rows(t.target), counts, vocab, kind == "stress",
-                                 ctx.excluded_kinds("draft_token_ids")))
+    excluded = ctx.excluded_kinds("draft_token_ids")
+    drafts = draw(drafts_against(first_max_rows(t.target), counts, vocab, kind == "stress", excluded))
     is_greedy = draw(greedy_rows(batch.batch, kind == "stress", ctx.given("is_greedy")))
+    if is_greedy is not None:
+        drafts = draw(oov_first_drafts(drafts, counts, vocab, is_greedy, excluded))
     noise = is_greedy is not None
+    bonus = rng.integers(0, draw(bound(vocab)), batch.batch).astype(np.int64)
+    u = draw(uniforms_of(drafts, t, kind == "stress")) if noise else None
+    label_tested_oov(drafts, counts, t, u, None if is_greedy is None else ~is_greedy)
     return Example(
         tier="valid",
         inputs={
@@ -448,9 +448,9 @@ def sample_valid(draw, ctx: DrawContext, uniforms_of=uniforms) -> Example:
             "max_spec_len": batch.max_spec_len,
             "draft_probs": t.draft,
             "target_probs": t.target,
-            "bonus_token_ids": rng.integers(0, draw(bound(vocab)), batch.batch).astype(np.int64),
+            "bonus_token_ids": bonus,
             "is_greedy": is_greedy,
-            "uniform_probs": draw(uniforms_of(drafts, t, kind == "stress")) if noise else None,
+            "uniform_probs": u,
             "inv_q": t.inv_q if noise else None,
         },
         outputs={"output_token_ids": Buffer((batch.batch, batch.max_spec_len + 1), "int32")},
@@ -592,23 +592,28 @@ def padded_table(ex: Example):
 def sample_padded_valid(draw, ctx: DrawContext, uniforms_of=uniforms) -> Example:
     kind = draw(mode())
     stress = kind == "stress"
-    vocab = draw(vocab_size(ctx))
+    vocab = draw(table_vocab(ctx))
     batch, k = draw(padded_shape(ctx, kind, vocab))
     rng = draw(generator())
     counts = np.full(batch, k)
     guess = draw(token_ids(batch * k, vocab))
     t = draw(tables(counts, vocab, guess, ctx.given("draft_probs")))
-    drafts = draw(drafts_against(first_max_rows(t.target), counts, vocab, stress,
-                                 ctx.excluded_kinds("draft_token_ids")))
+    excluded = ctx.excluded_kinds("draft_token_ids")
+    drafts = draw(drafts_against(first_max_rows(t.target), counts, vocab, stress, excluded))
     is_greedy = draw(greedy_rows(batch, stress, ctx.given("is_greedy")))
+    if is_greedy is not None:
+        drafts = draw(oov_first_drafts(drafts, counts, vocab, is_greedy, excluded))
     noise = is_greedy is not None
+    bonus = rng.integers(0, draw(bound(vocab)), batch).astype(np.int64)
+    u = draw(uniforms_of(drafts, t, stress)) if noise else None
+    label_tested_oov(drafts, counts, t, u, None if is_greedy is None else ~is_greedy)
     inputs = {
         "draft_token_ids": drafts.astype(np.int64).reshape(batch, k),
         "draft_probs": None if t.draft is None else t.draft.reshape(batch, k, vocab),
         "target_probs": t.target.reshape(batch, k, vocab),
-        "bonus_token_ids": rng.integers(0, draw(bound(vocab)), batch).astype(np.int64),
+        "bonus_token_ids": bonus,
         "is_greedy": is_greedy,
-        "uniform_probs": draw(uniforms_of(drafts, t, stress)).reshape(batch, k) if noise else None,
+        "uniform_probs": None if u is None else u.reshape(batch, k),
         "inv_q": t.inv_q if noise else None,
     }
     cells, _ = table_budget(ctx)
@@ -653,11 +658,43 @@ def sample_padded_invalid(draw, ctx: DrawContext) -> Example:
 
 f32 = np.float32
 PLANTS = ("ties", "equal rows", "q zero at draft", "q above one", "zero bonus row", "boundary", "u_final 0 or 1",
-          "placeholder bait")
+          "placeholder bait", "late pick")
 
 
 def grid_uniforms(rng, shape, bits: int) -> np.ndarray:
     return (rng.integers(0, 2**bits, shape) / 2.0**bits).astype(f32)
+
+
+CDF_TILE = 1024     # the widest tile of the Triton pick: a wider row is swept in several
+CHAIN_SPANS = (1, 2, 3, 4, 5, 6, 7, 8, 0, 0)     # K: a chain of drafts, shrinking to one; 0 (bonus only) one in five
+
+
+@st.composite
+def cdf_shape(draw, ctx: DrawContext, kind: str, vocab: int) -> tuple[int, int]:
+    """(B, K): K from CHAIN_SPANS (0, the pick from p_0 alone, in one draw of five); B * (K + 1) * V within the
+    table budget, B <= SMALL_BATCH for the interpreter; (1, 1) for a "single" draw."""
+    if kind == "single":
+        return 1, 1
+    k = draw(st.sampled_from(CHAIN_SPANS))
+    cells, tokens = table_budget(ctx)
+    most = max(1, min(tokens, cells // (vocab * (k + 1))))
+    batch = draw(batch_size(ctx, 0, min(most, SMALL_BATCH) if ctx.small else most))
+    label("chain: K=0 (bonus only)" if k == 0 else "chain: K=1" if k == 1 else "chain: K>1")
+    label("batch: B=0" if batch == 0 else "batch: B=1" if batch == 1 else "batch: B>1")
+    return batch, k
+
+
+def unit_rows(rng, shape, bits: int, zeros: float) -> np.ndarray:
+    """f32 rows of multiples of 2**-bits: 2**bits units (in a quarter of the rows down to half as many, so
+    sums in [1/2, 1) come too) dealt among the cells by gamma weights, of which about `zeros` are 0 (never
+    all: a row keeps its largest). Every row holds mass however coarse the grid and wide the row."""
+    w = rng.gamma(0.7, size=shape)
+    largest = w == w.max(-1, keepdims=True, initial=0)
+    w[(rng.random(shape) < zeros) & ~largest] = 0
+    rows = shape[:-1]
+    units = np.where(rng.random(rows) < 0.75, 2**bits, rng.integers(2**(bits - 1), 2**bits + 1, rows))
+    dealt = rng.multinomial(units, w / w.sum(-1, keepdims=True)) if w.size else w
+    return (dealt / 2.0**bits).astype(f32)
 
 
 def pick_inputs(x: dict, q_range: bool = True) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
@@ -679,7 +716,7 @@ def pick_inputs(x: dict, q_range: bool = True) -> tuple[np.ndarray, list[np.ndar
 
 
 def plant(rng, chosen: set, x: dict, bits: int) -> None:
-    """Apply the chosen plants (each to about a third of the positions or requests) in place."""
+    """Apply the chosen plants (each to a share of the positions or requests) in place."""
     cand, p, q, u, uf = (x[n] for n in ("candidates", "target_probs", "draft_probs", "uniform_samples",
                                           "uniform_final"))
     batch, k1, vocab = p.shape
@@ -687,13 +724,14 @@ def plant(rng, chosen: set, x: dict, bits: int) -> None:
     if not batch:
         return
     drafts = cand[:, 1:]
+    if "equal rows" in chosen:          # q = p and drafts drawn from it: all accepted, unless a later plant
+        rows = rng.random(batch) < 0.1  # rejects one (then a zero residual, mostly)
+        q[rows] = p[rows, :k]
+        drafts[rows] = drafts_from(rng, q[rows], vocab, 0.0)
     valid = (drafts >= 0) & (drafts < vocab)
     some = rng.random((batch, k)) < 0.35
     b_idx, pos_idx = np.nonzero(some & valid)
     d = drafts[b_idx, pos_idx]
-    if "equal rows" in chosen:          # q = p: accepted while p(d) > 0; a rejection leaves a zero residual
-        rows = rng.random(batch) < 0.4
-        q[rows] = p[rows, :k]
     if "q zero at draft" in chosen:
         q[b_idx, pos_idx, d] = 0
     if "q above one" in chosen:
@@ -705,7 +743,7 @@ def plant(rng, chosen: set, x: dict, bits: int) -> None:
         q[b_idx, pos_idx, d] = np.where(zero, q[b_idx, pos_idx, d], 2 * half)
         u[b_idx, pos_idx] = np.where(zero, f32(0), f32(0.5))
     if "zero bonus row" in chosen:
-        p[rng.random(batch) < 0.5, k] = 0
+        p[rng.random(batch) < 0.15, k] = 0
     if "u_final 0 or 1" in chosen:
         ends = rng.random(batch) < 0.5
         uf[ends] = rng.choice(np.array([0, 1], f32), batch)[ends]
@@ -724,6 +762,20 @@ def plant(rng, chosen: set, x: dict, bits: int) -> None:
                 on_grid = ratio[(ratio == np.floor(ratio)) & (ratio < 256)]
                 if len(on_grid):
                     uf[b] = f32(rng.choice(on_grid) / 256)
+    if "late pick" in chosen and vocab > CDF_TILE:   # the pick of half the requests past the first tile, which
+        nums, _, _ = pick_inputs(x)                  # holds mass too: a walk tile by tile must carry its sum
+        late = np.flatnonzero(rng.random(batch) < 0.5)
+        for b in late:
+            row, first = p[b, nums[b]], p[b, nums[b], :CDF_TILE]
+            if row[CDF_TILE:].sum() * 64 < row.sum() and np.count_nonzero(first) > 1:   # too little mass past
+                cell, top = rng.integers(CDF_TILE, vocab), first.argmax()   # the first tile: its largest cell
+                row[cell], row[top] = row[top], row[cell]                   # moves there, the rest stays
+        _, rows, _ = pick_inputs(x)
+        for b in late:
+            sums = running_sums(rows[b]).astype(np.float64)
+            low = int(sums[CDF_TILE - 1] / sums[-1] * 256) + 1 if sums[-1] > 0 else 256
+            if low < 256:
+                uf[b] = f32(rng.integers(low, 256) / 256)
 
 
 @st.composite
@@ -731,7 +783,7 @@ def chain_cdf_valid(draw, ctx: DrawContext) -> Example:
     kind = draw(mode())
     stress = kind == "stress"
     vocab = draw(cdf_vocab(ctx))
-    batch, k = draw(chain_shape(ctx, kind, vocab))
+    batch, k = draw(cdf_shape(ctx, kind, vocab))
     rng = draw(generator())
     bits = draw(st.sampled_from([2, 4, 8, 16, 16]))
     ubits = draw(st.sampled_from([1, 2, 3, 8, 8]))
@@ -743,8 +795,8 @@ def chain_cdf_valid(draw, ctx: DrawContext) -> Example:
     label(f"grid: 2**-{bits} probabilities, 2**-{ubits} uniforms")
     for name in sorted(chosen):
         label(f"planted: {name}")
-    target = grid_rows(rng, (batch, k + 1, vocab), bits, zeros)
-    draft = grid_rows(rng, (batch, k, vocab), bits, zeros)
+    target = unit_rows(rng, (batch, k + 1, vocab), bits, zeros)
+    draft = unit_rows(rng, (batch, k, vocab), bits, zeros)
     uniforms = grid_uniforms(rng, (batch, k + 1), ubits)
     uniforms[:, k] = grid_uniforms(rng, batch, 8)      # never read: a value of its own
     x = {"candidates": np.concatenate([rng.integers(0, vocab, (batch, 1)), drafts_from(rng, draft, vocab, odd)],
@@ -752,12 +804,16 @@ def chain_cdf_valid(draw, ctx: DrawContext) -> Example:
          "target_probs": target, "draft_probs": draft, "uniform_samples": uniforms,
          "uniform_final": grid_uniforms(rng, batch, ubits)}
     plant(rng, chosen, x, bits)
+    if vocab > CDF_TILE:
+        label(f"vocab: more than one pick tile of {CDF_TILE}")
     coverage_labels(x)
     return Example("valid", inputs=x, outputs=buffers(batch, k))
 
 
 def coverage_labels(x: dict) -> None:
-    """What the draw reached: all accepted, a zero residual (V - 1), t equal to a running sum."""
+    """What the draw reached: all accepted, a zero residual (V - 1), t equal to a running sum, a pick that
+    carries a running sum across tiles, and the draft that stopped a request: a -1 or out-of-vocabulary id,
+    a tie u * q == p, q = 0 or q > 1."""
     if not len(x["candidates"]) or x["target_probs"].size > 400_000:
         return
     nums, rows, ts = pick_inputs(x)
@@ -766,15 +822,31 @@ def coverage_labels(x: dict) -> None:
         label("reached: every draft accepted (bonus pick)")
     if (nums < k).any():
         label("reached: a rejection (residual pick)")
-    reached = set()
+    reached = {f"reached: a rejection at {kind}" for b, num in enumerate(nums) if num < k
+               for kind in [stopping_kind(int(x["candidates"][b, num + 1]), x["target_probs"][b, num],
+                                          x["draft_probs"][b, num], x["uniform_samples"][b, num])] if kind}
     for res, t in zip(rows, ts):
         sums = running_sums(res)
         if not sums[-1] > 0:
             reached.add("reached: an all-zero pick row (V - 1)")
-        elif (sums[res > 0] == t).any():
+            continue
+        if (sums[res > 0] == t).any():
             reached.add("reached: t on a running sum")
+        if len(res) > CDF_TILE and 0 < sums[CDF_TILE - 1] <= t < sums[-1]:
+            reached.add(f"reached: a pick past the first tile of {CDF_TILE}, the tile before it not empty")
     for text in sorted(reached):
         label(text)
+
+
+def stopping_kind(draft: int, p_row, q_row, u) -> str | None:
+    """What rejects a draft the record's rule rejects: "a placeholder", "an out-of-vocabulary draft", "q = 0",
+    "q > 1", "a tie u * q == p" (None: an ordinary rejection, u * q > p)."""
+    if draft == PLACEHOLDER or draft >= len(p_row):
+        return "a placeholder" if draft == PLACEHOLDER else "an out-of-vocabulary draft"
+    q = q_row[draft]
+    if not 0 < q <= 1:
+        return "q = 0" if q == 0 else "q > 1"
+    return "a tie u * q == p" if f32(u * q) == p_row[draft] else None
 
 
 def buffers(batch: int, k: int) -> dict[str, Buffer]:

@@ -22,12 +22,20 @@ from specverify.strategies.blocks import (draft_batch, generator, inclusive_offs
 
 # ---------------------------------------------------------------- scv.acceptance_mask
 
+TILE = 256   # drafts per tile of the Triton kernel (kernels/triton/scv.py BLOCK)
+REJECTIONS = {"other id": "by another id", "placeholder": "by a -1 draft",
+              "high bits": "by an int64 id equal in its low 32 bits"}
+
 @st.composite
 def accepted_lengths(draw, rng, counts: np.ndarray) -> np.ndarray:
-    """Per request: all drafts accepted, none, or anywhere in between."""
+    """Per request: all drafts accepted, none, or anywhere in between (half the requests longer than a
+    tile from the last draft of the first tile on)."""
     kind = draw(st.sampled_from(["mixed", "all", "none", "mixed"]))
     label(f"accepted: {kind}")
-    return {"all": counts, "none": np.zeros_like(counts), "mixed": rng.integers(0, counts + 1)}[kind]
+    mixed = rng.integers(0, counts + 1)
+    edge = (counts > TILE) & (rng.random(len(counts)) < 0.5)
+    mixed[edge] = rng.integers(TILE - 1, counts[edge] + 1)
+    return {"all": counts, "none": np.zeros_like(counts), "mixed": mixed}[kind]
 
 
 @st.composite
@@ -43,20 +51,29 @@ def acceptance_mask_valid(draw, ctx: DrawContext, tier: str = "valid") -> Exampl
     rng = draw(generator())
     target = rng.integers(0, vocab, tokens)
     draft = target.copy()
-    wide = draft_dtype == target_dtype == "int64" and draw(st.booleans())
-    if wide:
-        label("ids: a mismatch in the high 32 bits only")
+    wide = draft_dtype == target_dtype == "int64"
+    if draft_dtype != target_dtype:
+        label("dtype: draft and target ids of different dtypes")
     kinds = ("other id", "placeholder", "high bits" if wide else "other id")
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    rejections, again = set(), False
     for r, length in enumerate(draw(accepted_lengths(rng, counts))):
         start, n = int(starts[r]), int(counts[r])
         after = np.arange(start + length + 1, start + n)
         draft[after] = np.where(rng.random(len(after)) < 0.5, target[after], (target[after] + 1) % vocab)
+        again |= bool((draft[after] == target[after]).any())
         if length < n:
             kind = kinds[int(rng.integers(0, 3))]
             t = start + int(length)
             other = (target[t] + 1 + rng.integers(0, vocab)) % (vocab + 1)   # in [0, V], never the target
             draft[t] = {"other id": other, "placeholder": PLACEHOLDER, "high bits": target[t] + 2**32}[kind]
+            rejections |= {kind, "past the first 256-draft tile"} if length >= TILE else {kind}
+    for kind in sorted(rejections):
+        label(f"rejected: {REJECTIONS.get(kind, kind)}")
+    if again:
+        label("drafts that match again after the rejection")
+    if counts.max(initial=0) > TILE:
+        label("batch: a request across the 256-draft tile")
     if tier == "hazard":
         draft, target = draw(degenerate_ids(rng, draft, target))
     return Example(
@@ -157,6 +174,7 @@ def acceptance_mask_table(ex: Example):
 # ---------------------------------------------------------------- scv.adaptive_k
 
 TARGETS = (0.5, 0.75, 0.8, 1.0, 0.1, 0.3, 0.7, 0.9)   # 0.1, 0.3, 0.7, 0.9: binary values off the decimal ones
+TIES = (0.5, 0.75, 0.25, 0.625)   # targets of small power-of-two denominators: thresholds that counts meet
 
 
 @st.composite
@@ -170,38 +188,43 @@ def history(draw, steps: int, rng) -> tuple[np.ndarray, np.ndarray]:
 
 @st.composite
 def boundary(draw, accepted: np.ndarray, drafted: np.ndarray, window: int, target: float):
-    """The window's sums moved onto a threshold: a = target * d or 2a = target * d exactly, or the
-    float quotient a / d (or 2a / d) equal to the float target, the decimal reading of the threshold
-    (0.1 * 10 is not exactly 1); or one above or below. Returns (accepted, drafted), unchanged where
-    the threshold is not an integer count."""
+    """The window's sums moved onto a threshold of the rule, a = target * d (growth) or 2a = target * d
+    (shrink): exactly (a tie; the target then one of TIES unless its thresholds are whole counts already) or
+    with the float quotient a / d (2a / d) equal to the float target, the decimal reading of the threshold
+    (0.1 * 10 is not exactly 1); or one above or below. The window's drafts are made a multiple of what the
+    threshold needs. Returns (accepted, drafted, target), the history unchanged where the float quotient
+    cannot meet the target (most float targets)."""
     first = max(0, len(accepted) - window)
     name = draw(st.sampled_from(["exactly at the target", "exactly at half the target",
-                                 "a / d == target in floats", "2a / d == target in floats"]))
-    half = "half" in name or name.startswith("2a")
-    drafted = drafted.copy()
-    if "floats" in name:   # a window of a multiple of 10 drafts, where decimal targets are whole counts
-        drafted[-1] += (-int(drafted[first:].sum())) % 10 + 10
-    d = int(drafted[first:].sum())
-    if "floats" in name:
-        want = round(target * d / (2 if half else 1))
-        if (2 * want if half else want) / d != target:
-            return accepted, drafted
-    else:
-        goal = Fraction(target) * d / (2 if half else 1)
-        if goal.denominator != 1:
-            return accepted, drafted
-        want = int(goal)
-    nudge = draw(st.sampled_from([0, 0, -1, 1]))
+                                 "a / d == target in floats", "2a / d == target in floats"] * 2 +
+                                ["exactly at the target", "exactly at half the target"]))   # ties the most
+    half, exact = "half" in name or name.startswith("2a"), name.startswith("exactly")
+    if exact and Fraction(target).denominator > 64:
+        target = draw(st.sampled_from(TIES))
+    multiple = (Fraction(target).denominator if exact else 10) * (2 if half else 1)
+    moved = drafted.copy()
+    d = int(moved[first:].sum())
+    moved[-1] += (-d) % multiple + (0 if d else multiple)
+    d = int(moved[first:].sum())
+    want = int(Fraction(target) * d / (2 if half else 1)) if exact else round(target * d / (2 if half else 1))
+    if not exact and (2 * want if half else want) / d != target:
+        return accepted, drafted, target
+    nudge = draw(st.sampled_from([0, 0, -1, 0, 1]))
     want += nudge
     if not 0 <= want <= d:
-        return accepted, drafted
+        return accepted, drafted, target
     accepted = accepted.copy()
     accepted[first:] = 0
     for i in range(first, len(accepted)):
-        take = min(int(drafted[i]), want)
+        take = min(int(moved[i]), want)
         accepted[i], want = take, want - take
     label(f"window sum: {name}" + {0: "", -1: ", one below", 1: ", one above"}[nudge])
-    return accepted, drafted
+    label("window sum: one off a threshold" if nudge else "window sum: on a threshold")
+    label("window sum: about half the target (the shrink rule)" if half else
+          "window sum: about the target (the growth rule)")
+    if not exact:
+        label("window sum: a decimal target's whole count (float quotient)")
+    return accepted, moved, target
 
 
 @st.composite
@@ -211,13 +234,15 @@ def adaptive_k_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     accepted, drafted = draw(history(steps, rng))
     window = draw(st.one_of(st.integers(1, 8), st.integers(1, 4), st.just(steps + 3)))
     target = draw(st.one_of(st.sampled_from(TARGETS), st.sampled_from(TARGETS), st.floats(1e-3, 1.0)))
-    if steps and draw(st.sampled_from([True, True, False])):
-        accepted, drafted = draw(boundary(accepted, drafted, window, target))
+    if drafted[max(0, steps - window):].any():   # a window of drafts onto a threshold, where the target
+        accepted, drafted, target = draw(boundary(accepted, drafted, window, target))   # makes one whole
     low = draw(st.integers(0, 6))
     high = low + draw(st.sampled_from([0, 1, 4]))
     current = draw(st.integers(max(0, low - 2), high + 2))
     if not low <= current <= high:
         label("current_k outside the bounds")
+    if low == high:
+        label("bounds: min_k == max_k")
     wide = ctx.dtype("num_draft_tokens", ctx.dtype("num_accepted_tokens", "int64"))
     if tier == "hazard":
         accepted, drafted = draw(huge_counts(rng, accepted, drafted, wide))
@@ -228,6 +253,15 @@ def adaptive_k_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     label(f"history: {containers['num_accepted_tokens']}")
     label("history: empty" if steps == 0 else
           "history: shorter than the window" if steps < window else "history: longer than the window")
+    if (drafted == 0).any():
+        label("history: a step of no drafts")
+    a, d = int(accepted[max(0, steps - window):].sum()), int(drafted[max(0, steps - window):].sum())
+    if steps and not d:
+        label("window sum: steps of no drafts only (K kept)")
+    if d and a == Fraction(target) * d:
+        label("window sum: a tie on the growth rule (a = target_ratio * d)")
+    if d and 2 * a == Fraction(target) * d:
+        label("window sum: a tie on the shrink rule (2a = target_ratio * d)")
     return Example(
         tier=tier,
         inputs={"num_accepted_tokens": accepted.astype(dtype), "num_draft_tokens": drafted.astype(dtype),

@@ -82,15 +82,16 @@ def plant(rng, chosen: set, x: dict) -> None:
 
 def coverage_labels(x: dict) -> None:
     """What the draw reached: a rejection, every draft accepted, a -1 pick, a draw of 1.0, a later acceptance
-    counted after the first rejection."""
+    counted after the first rejection, a tie f32(U * q) == p > 0, -1 and out-of-vocabulary drafts (the walk
+    tests every draft: those after the first rejection for the count)."""
     if not len(x["draft_token_ids"]) or x["target_probs"].size > 400_000:
         return
     uniforms = stream(x)
-    k = x["draft_token_ids"].shape[1]
+    drafts, p, q = x["draft_token_ids"], x["target_probs"], x["draft_probs"]
+    k, vocab = drafts.shape[1], p.shape[-1]
     reached = set()
     for b in range(len(uniforms)):
-        tokens, accepted, emitted = sample_row(x["draft_token_ids"][b], x["target_probs"][b], x["draft_probs"][b],
-                                               uniforms[b])
+        tokens, accepted, emitted = sample_row(drafts[b], p[b], q[b], uniforms[b])
         reached.add("reached: every draft accepted (bonus pick)" if emitted == k else "reached: a rejection")
         if tokens[emitted] == PLACEHOLDER:
             reached.add("reached: an all-zero pick row (-1)")
@@ -98,6 +99,14 @@ def coverage_labels(x: dict) -> None:
             reached.add("reached: a later draft counted as accepted")
         if (uniforms[b, :k + 2 - (emitted == k)] == 1).any():
             reached.add("reached: a draw of exactly 1.0")
+        if (drafts[b] == PLACEHOLDER).any():
+            reached.add("reached: a -1 draft")
+        if (drafts[b] >= vocab).any():
+            reached.add("reached: an out-of-vocabulary draft")
+        for i in range(k):
+            d, u = int(drafts[b, i]), uniforms[b, i if i <= emitted else i + 1]
+            if 0 <= d < vocab and p[b, i, d] > 0 and f32(u * q[b, i, d]) == p[b, i, d]:
+                reached.add("reached: a tie f32(U * q) == p")
     for text in sorted(reached):
         label(text)
 
@@ -113,6 +122,8 @@ def multi_tile(ctx: DrawContext):
 def chain_sampling_valid(draw, ctx: DrawContext) -> Example:
     kind = draw(mode())
     vocab = draw(st.one_of(cdf_vocab(ctx), multi_tile(ctx)))
+    if vocab > 1024:
+        label("vocab: more than one 1024-cell tile")
     batch, k = draw(chain_shape(ctx, kind, vocab))
     rng = draw(generator())
     bits = draw(st.sampled_from([2, 4, 8, 16, 16]))

@@ -3,8 +3,11 @@
 Token ids come from a small shared pool so that a row's tokens often hold another row's stop ids; each
 row plays one scenario, drawn on purpose: a run with no stop, a stop id mid-run, a stop id as the last
 emitted token (the bonus when every draft was accepted), a stop id exactly where the budget runs out,
-the budget crossed mid-run, a budget already spent, another row's stop id. Hypothesis draws which
-scenario the batch focuses on (or a mix), so a failure shrinks to the scenario that shows it.
+the budget crossed mid-run, a stop id before the token where the budget runs out in the same step (a
+kernel that checks the cap before the stop ids stops at the cap: SGLang #31599), a budget already
+spent, another row's stop id. Hypothesis draws which scenario the batch focuses on (the stop ids drawn
+then have what it needs), or a mix that deals every scenario out in turn, so a failure shrinks to the
+scenario that shows it.
 """
 from __future__ import annotations
 
@@ -18,16 +21,24 @@ from specverify.strategies.blocks import (batch_size, generator, invalid, label,
                                           short)
 
 POOL = 12   # token ids 0..POOL-1: stop ids and tokens collide often
+BEFORE_THE_CAP, ANOTHER_ROWS = "stop id before the cap", "another row's stop id"   # labelled by `reached`
 SCENARIOS = ("run", "stop id", "stop id last", "stop id as the bonus", "stop id at the cap", "cap crossed",
-             "budget spent", "another row's stop id")
+             BEFORE_THE_CAP, "budget spent", ANOTHER_ROWS)
+# the stop ids a focused scenario needs (`stop_id_rows`): another row's stop id needs rows with their own
+NEEDS = {name: "ids" for name in SCENARIOS if name.startswith("stop id")} | {ANOTHER_ROWS: "per row"}
 HIGHEST = {"int32": 2**31 - 1, "int64": 2**63 - 1}
+TILE_ROWS, TILE_ELEMENTS = 32, 1024   # the Triton kernel's row tile (kernels/triton/stop.py BLOCK_ROWS, ROW_TILE)
 
 
 @st.composite
-def stop_id_rows(draw, rng: np.random.Generator, batch: int, given: bool | None = None) -> np.ndarray | None:
+def stop_id_rows(draw, rng: np.random.Generator, batch: int, given: bool | None = None,
+                 needed: str | None = None) -> np.ndarray | None:
     """None (unless the declared domain says they are always `given`), no columns, one list for every
-    row, or each row its own; -1 padding trailing or anywhere."""
-    kind = draw(st.sampled_from(["per row", "shared", "per row", "empty", "per row", "none"]))
+    row, or each row its own; -1 padding trailing or anywhere. `needed` by the batch's scenario (unless
+    the declared domain says None): "ids" (never None or without columns) or "per row" (each row its own)."""
+    kind = draw(st.sampled_from(["none", "per row", "shared", "empty", "per row", "empty", "none", "per row"]))
+    if needed and given is not False:
+        kind = "per row" if needed == "per row" else {"none": "shared", "empty": "per row"}.get(kind, kind)
     kind = "per row" if given and kind == "none" else kind
     label(f"stop ids: {kind}")
     if kind == "none":
@@ -59,23 +70,30 @@ def plant(rng, scenario: np.ndarray, tokens: np.ndarray, emitted: np.ndarray, st
     each row actually plays: "run" where its preconditions fail)."""
     batch, width = tokens.shape
     rows = np.arange(batch)
+    before_cap = scenario == BEFORE_THE_CAP
     emitted = np.where(scenario == "stop id as the bonus", width, emitted)
+    emitted = np.where(before_cap & (emitted > 0), np.minimum(width, np.maximum(emitted, 2)), emitted)
     budgets = emitted + rng.integers(1, 4, batch)          # more than this step emits: never capped
     anywhere = np.floor(rng.random(batch) * emitted).astype(int)
     own, has_own = random_entry(rng, stop_ids)
-    other_rows = rng.integers(0, max(batch, 1), batch)
+    other_rows = (rows + rng.integers(1, max(batch, 2), batch)) % max(batch, 1)   # another row where B >= 2
     other, has_other = own[other_rows], has_own[other_rows]
     other_ok = has_other & ~(stop_ids == other[:, None]).any(axis=1)
-    stop_id = np.char.startswith(scenario.astype(str), "stop id") & has_own & (emitted > 0)
-    at = np.where(np.isin(scenario, ["stop id last", "stop id as the bonus"]), emitted - 1, anywhere)
+    stop_id = np.char.startswith(scenario.astype(str), "stop id") & has_own & (emitted > before_cap)
+    early = np.floor(rng.random(batch) * (emitted - 1)).astype(int)          # in [0, emitted - 2]
+    at = np.where(np.isin(scenario, ["stop id last", "stop id as the bonus"]), emitted - 1,
+                  np.where(before_cap, early, anywhere))
     tokens[rows[stop_id], at[stop_id]] = own[stop_id]
     cap_at_stop = stop_id & (scenario == "stop id at the cap")
     budgets[cap_at_stop] = at[cap_at_stop] + 1
+    later = stop_id & before_cap                  # the budget runs out at a later emitted token
+    runs_out = at + 1 + np.floor(rng.random(batch) * (emitted - 1 - at)).astype(int)
+    budgets[later] = runs_out[later] + 1
     crossed = (scenario == "cap crossed") & (emitted > 0)
     budgets[crossed] = anywhere[crossed] + 1
     spent = scenario == "budget spent"
     budgets[spent] = rng.integers(-3, 1, batch)[spent]
-    foreign = (scenario == "another row's stop id") & other_ok & (emitted > 0)
+    foreign = (scenario == ANOTHER_ROWS) & other_ok & (emitted > 0)
     tokens[rows[foreign], anywhere[foreign]] = other[foreign]
     played = np.where(stop_id | crossed | spent | foreign, scenario, "run")
     return emitted, budgets, played
@@ -87,9 +105,9 @@ def spec_stopping_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     width = 1 + draw(st.one_of(st.integers(0, 8), st.integers(0, 40)))
     tok_dtype, budget_dtype = draw(labelled_dtype("output_token_ids", ctx)), draw(labelled_dtype("num_appendable", ctx))
     rng = draw(generator())
-    stop_ids = draw(stop_id_rows(rng, batch, ctx.given("stop_ids")))
-    ids_dtype = draw(labelled_dtype("stop_ids", ctx)) if stop_ids is not None else "int32"
     focus = draw(st.sampled_from(("mixed",) + SCENARIOS + ("mixed",) * 7))
+    stop_ids = draw(stop_id_rows(rng, batch, ctx.given("stop_ids"), NEEDS.get(focus)))
+    ids_dtype = draw(labelled_dtype("stop_ids", ctx)) if stop_ids is not None else "int32"
     emit = draw(st.sampled_from(["ragged", "all", "ragged", "none"]))
     label(f"emitted: {emit}")
     ids = stop_ids if stop_ids is not None else np.full((batch, 0), PLACEHOLDER, np.int64)
@@ -98,10 +116,14 @@ def spec_stopping_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     row[mine] = POOL   # no accidental stop of a row by its own ids: the scenarios place them
     emitted = {"ragged": rng.integers(0, width + 1, batch), "all": np.full(batch, width),
                "none": np.zeros(batch, int)}[emit]
-    scenario = np.full(batch, focus, dtype=object) if focus != "mixed" else rng.choice(SCENARIOS, batch)
+    # a mixed batch deals the scenarios out in a shuffled order: every one of them once B >= len(SCENARIOS)
+    scenario = np.full(batch, focus, dtype=object) if focus != "mixed" else \
+        np.array(SCENARIOS)[rng.permutation(len(SCENARIOS))[np.arange(batch) % len(SCENARIOS)]]
     emitted, budgets, played = plant(rng, np.asarray(scenario, str), row, emitted, ids)
     tokens = np.where(np.arange(width) < emitted[:, None], row, PLACEHOLDER)
-    for name in sorted(set(played.tolist())):
+    if batch > min(TILE_ROWS, TILE_ELEMENTS // (1 << (width - 1).bit_length())):
+        label("batch: more than one program")
+    for name in sorted(set(played.tolist()) - {BEFORE_THE_CAP, ANOTHER_ROWS}):
         label(f"stop: {name}")
     if batch and draw(st.booleans()):
         label("ids: out of vocabulary (the dtype's largest)")
@@ -114,6 +136,8 @@ def spec_stopping_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     if tier == "hazard":
         narrow = "int32" if "int32" in (tok_dtype, ids_dtype) else "int64"
         tokens, stop_ids = draw(extreme_ids(rng, tokens, stop_ids, HIGHEST[narrow]))
+    for name in reached(tokens, budgets, stop_ids):
+        label(f"stop: {name}")
     with_counts = draw(st.booleans()) or bool(ctx.given("num_rejected_tokens"))
     label("num_rejected_tokens: given" if with_counts else "num_rejected_tokens: None")
     rejected = (tokens == PLACEHOLDER).sum(axis=1).astype(np.int32) if with_counts else None
@@ -129,6 +153,23 @@ def spec_stopping_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
         outputs={"stop_pos": Buffer((batch,), "int32"), "stopped": Buffer((batch,), "bool"),
                  "new_num_appendable": Buffer((batch,), budget_dtype)},
     )
+
+
+def reached(tokens: np.ndarray, budgets: np.ndarray, stop_ids: np.ndarray | None) -> list[str]:
+    """The classes read off the drawn rows (whatever scenario put them there): a row that emits one of its
+    own stop ids before the token where its budget runs out, that token emitted in this step too (a cap
+    checked before the stop ids stops too late: SGLang #31599); a row that emits a stop id of another row
+    only (which must not stop it)."""
+    if stop_ids is None or not tokens.size or not stop_ids.shape[1]:
+        return []
+    emitted = tokens != PLACEHOLDER
+    own = ((tokens[:, :, None] == stop_ids[:, None, :]) & (stop_ids[:, None, :] != PLACEHOLDER)).any(axis=2)
+    own &= emitted
+    first = np.where(own.any(axis=1), own.argmax(axis=1), tokens.shape[1])
+    runs_out = np.maximum(budgets, 1) - 1          # the index of the token that spends the budget
+    found = [BEFORE_THE_CAP] if ((first < runs_out) & (runs_out < emitted.sum(axis=1))).any() else []
+    foreign = np.isin(tokens, stop_ids[stop_ids != PLACEHOLDER]) & emitted & ~own
+    return found + ([ANOTHER_ROWS] if foreign.any() else [])
 
 
 @st.composite

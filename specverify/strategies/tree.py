@@ -10,7 +10,9 @@ roots, with or without a diagonal, with garbage above it, N on the list of tile 
 more than 2048 bits, Q = 1, gaps between output segments and a tail after them.
 
 `tree.verify_greedy` and `tree.sample_target_only` take their trees from `tree_shapes`; tokens are drawn
-against the tree so that matches, duplicate sibling tokens, ties and fallbacks are common. Valid-tier
+against the tree so that matches, duplicate sibling tokens, ties and fallbacks are common. Mode "stress"
+draws deep trees (8 or more nodes, S not below the depth) whose path to the deepest node is accepted (its
+tokens match; its coins are 0), so walks past the first level are common; what each walk met is labelled. Valid-tier
 probabilities are multiples of 2**-16 with row sums <= 1 and `uniform_final` a multiple of 2**-8, so
 every sum and product the rule forms is exact in f32 whatever the order; coins are only compared, so they
 may be any f32 (and are often set to a sibling's exact mass / threshold_acc: a tie).
@@ -25,9 +27,10 @@ from specverify.records.stage import Buffer, DrawContext, Example
 from specverify.records.values import POISON_A, filled, output_value, output_values
 from specverify.strategies.blocks import (PLACEHOLDER, batch_size, generator, invalid, label, layout, mode, one_invalid,
                                           short)
-from specverify.strategies.tree_shapes import Trees, node_count, trees
+from specverify.strategies.tree_shapes import NODE_COUNTS, Trees, node_count, trees
 
 INDEX_OUTPUTS = ("positions", "retrieve_index", "retrieve_next_token", "retrieve_next_sibling")
+PACK_BYTES = 256       # output bytes per program of the Triton pack kernel
 STRESS_NODES = (1, 2, 3, 7, 8, 16, 17, 32, 63, 64)
 
 
@@ -102,6 +105,8 @@ def build_shape(draw, ctx: DrawContext, mode: int) -> tuple[str, int, int, int]:
     label(f"tree: {shape}")
     cap = 20 if ctx.small else oracle.MAX_PACKED_NODES if mode == oracle.QLEN_ONLY_BITPACKING else 64
     cap = max(min(cap, high), low)
+    if mode == oracle.QLEN_ONLY_BITPACKING and shape in ("beam", "star"):
+        low = min(max(low, draw(st.sampled_from([1, 9, 17]))), cap)     # rows of 1, 2 or 4 bytes
     if shape == "large":
         topk, depth = draw(st.sampled_from(trees))
         return shape, topk, depth, draw(st.sampled_from(sizes))
@@ -121,10 +126,16 @@ def build_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     mode = draw(st.sampled_from(build_modes(ctx)))
     label(f"mask: mode {mode}")
     shape, topk, depth, nodes = draw(build_shape(ctx, mode))
+    if mode == oracle.QLEN_ONLY_BITPACKING:
+        label(f"mask: mode 2, {oracle.row_bytes(nodes)}-byte rows")
+        if nodes > 8:
+            label("mask: mode 2, rows of 2 or 4 bytes")
     high = 1 if shape == "large" else 3 if ctx.small else 64
     batch = draw(batch_size(ctx, 0, high))
+    label("batch: B=0" if batch == 0 else "batch: B=1" if batch == 1 else "batch: B>1")
     rng = draw(generator())
-    seq_kind = draw(st.sampled_from(["short", "short", "long" if mode == oracle.FULL_MASK else "short", "zero"]))
+    long = "long" if mode == oracle.FULL_MASK else "short"
+    seq_kind = draw(st.sampled_from(["short", long, long, "zero"]))
     if tier == "hazard" and mode != oracle.FULL_MASK:
         seq_kind = "near 2**62"
     label(f"verified_seq_len: {seq_kind}")
@@ -135,6 +146,8 @@ def build_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     else:
         seq = rng.integers(0, 1 if seq_kind == "zero" else 40, batch)
     columns = topk * (depth - 1) + 1 if depth > 1 else draw(st.sampled_from([0, 1]))
+    if columns == 0:
+        label("parent_list: no columns")
     style = draw(st.sampled_from(["wide", "deep"]))
     parent_list = np.stack([beams(rng, topk, depth, columns) for _ in range(batch)]) if batch else \
         np.zeros((0, columns), np.int64)
@@ -264,6 +277,7 @@ def reconstruct_from_mask_valid(draw, ctx: DrawContext, tier: str = "valid") -> 
     sizes = [b for b in (0, 1, 3, 16, 64) if b * nodes * nodes <= budget and b <= ctx.max_batch
              and (b <= 3 or not ctx.small)]
     batch = draw(st.sampled_from(sizes or [min(1, ctx.max_batch)]))
+    label_nodes_and_batch(nodes, batch)
     rng = draw(generator())
     kind = draw(st.sampled_from(["forest", "forest", "forest", "tree", "any"]))
     diagonal = draw(st.sampled_from(["none", "set", "random"]))
@@ -280,6 +294,8 @@ def reconstruct_from_mask_valid(draw, ctx: DrawContext, tier: str = "valid") -> 
             np.fill_diagonal(mask, True if diagonal == "set" else rng.random(nodes) < 0.5)
         if upper == "garbage":
             mask |= np.triu(rng.random((nodes, nodes)) < 0.5, 1)
+        if (~np.tril(mask, -1).any(axis=1)).sum() > 1:
+            label("mask: two or more roots")
         blocks.append(mask.reshape(-1))
     tail = rng.random(draw(st.sampled_from([0, 0, 5]))) < 0.5
     seq = (oracle.MAX_SEQ - 1 - rng.integers(0, 2**20, batch) if tier == "hazard"
@@ -287,6 +303,15 @@ def reconstruct_from_mask_valid(draw, ctx: DrawContext, tier: str = "valid") -> 
     return Example(tier, inputs={
         "tree_mask": np.concatenate(blocks + [tail]).astype(bool), "verified_seq_len": seq.astype(np.int64),
         "N": nodes}, outputs=index_buffers(batch, nodes))
+
+
+def label_nodes_and_batch(nodes: int, batch: int) -> None:
+    """N = 1, N not a power of two, N past one tile of 64 rows (Triton); B = 0, 1 or more."""
+    label("tree: N=1" if nodes == 1 else "tree: N a power of two" if nodes & (nodes - 1) == 0
+          else "tree: N not a power of two")
+    if nodes > 64:
+        label("tree: N > 64 (several row tiles)")
+    label("batch: B=0" if batch == 0 else "batch: B=1" if batch == 1 else "batch: B>1")
 
 
 def reconstruct_from_mask_hazard(ctx: DrawContext):
@@ -342,6 +367,15 @@ def pack_mask_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     room = -(-q * lengths // 8)
     gaps = rng.integers(0, 4, batch) * (rng.random(batch) < draw(st.sampled_from([0.0, 0.5])))
     lead = draw(st.sampled_from([0, 0, 3]))
+    bits = q * lengths
+    for text, present in (("Q=1", q == 1), ("batch: B=0", batch == 0), ("batch: B>1", batch > 1),
+                          ("segments: a bit count not a multiple of 8", (bits % 8 != 0).any()),
+                          ("segments: one of kv_len 0 among others", batch > 1 and (lengths == 0).any()),
+                          (f"segments: more than {8 * PACK_BYTES} bits (several programs)",
+                           (bits > 8 * PACK_BYTES).any()),
+                          ("packed_indptr: gaps between segments", (gaps > 0).any() or lead > 0)):
+        if present:
+            label(text)
     packed_indptr = np.concatenate([[lead], lead + np.cumsum(room + gaps)]).astype(np.int32)
     extra = draw(st.sampled_from([0, 0, 1, 7])) + (int(rng.integers(1000, 3000)) if tier == "hazard" else 0)
     max_kv_len = int(lengths.max(initial=0)) + extra
@@ -407,6 +441,7 @@ def pack_mask_table(ex: Example):
 
 # ---------------------------------------------------------------- tree verification: shared pieces
 
+BLOCK_V = 1024     # residual tile of the Triton sampler
 GRID = 2.0 ** -16
 COARSE = 2.0 ** -8
 ALIAS = 2**32    # a candidate that equals a prediction once truncated to int32
@@ -417,24 +452,34 @@ def outputs(batch: int, n: int, spec: int) -> dict[str, Buffer]:
             "accept_token_num": Buffer((batch,), "int32")}
 
 
+DEEP_SHAPES = ("chain", "irregular", "k-ary", "padded")
+
+
 @st.composite
-def tree_batch(draw, ctx: DrawContext, most: int = 512) -> tuple[int, int, Trees]:
-    """(B, N, trees): B small in the interpreter (rarely up to 64), B * N bounded by `most` (64 in
-    the interpreter)."""
+def tree_batch(draw, ctx: DrawContext, most: int = 512) -> tuple[int, int, Trees, bool]:
+    """(B, N, trees, deep): B small in the interpreter (rarely up to 64), B * N bounded by `most` (64 in
+    the interpreter). Mode "single" gives N of 1 or 2; mode "stress" (`deep`) a batch of at least one
+    tree of 8 or more nodes and a shape that can be deep."""
     most = min(most, 64) if ctx.small else most
     kind = draw(mode())
-    n = 1 + draw(st.integers(0, 1)) if kind == "single" else draw(node_count(ctx.small))
+    deep = kind == "stress"
+    if kind == "single":
+        n = 1 + draw(st.integers(0, 1))
+    elif deep:
+        n = draw(st.sampled_from([c for c in NODE_COUNTS if c >= 8 and (c <= 17 or not ctx.small)]))
+    else:
+        n = draw(node_count(ctx.small))
     high = max(1, min(ctx.max_batch, most // n, 4 if ctx.small and draw(st.integers(0, 7)) else 64))
-    batch = draw(batch_size(ctx, 0, high))
+    batch = draw(batch_size(ctx, 1 if deep else 0, high))
     label("batch: B=0" if batch == 0 else "batch: B=1" if batch == 1 else "batch: B>1")
-    return batch, n, draw(trees(batch, n))
+    return batch, n, draw(trees(batch, n, draw(st.sampled_from(DEEP_SHAPES)) if deep else None)), deep
 
 
 @st.composite
-def spec_for(draw, tree: Trees, n: int, cap: int | None = None) -> int:
-    """S: the deepest level + 1, fewer (1 or 2), or more (up to `cap`)."""
+def spec_for(draw, tree: Trees, n: int, cap: int | None = None, deep: bool = False) -> int:
+    """S: the deepest level + 1, fewer (1 or 2), or more (up to `cap`); `deep`: not fewer."""
     deepest = tree.max_depth + 1
-    kind = draw(st.sampled_from(["depth", "depth", "one", "short", "beyond"]))
+    kind = draw(st.sampled_from(["depth", "beyond"] if deep else ["depth", "depth", "one", "short", "beyond"]))
     label(f"S: {kind}")
     beyond = deepest + draw(st.integers(1, 3))
     spec = {"depth": deepest, "one": 1, "short": max(1, min(2, deepest - 1)), "beyond": beyond}[kind]
@@ -447,22 +492,37 @@ def slots(batch: int, n: int) -> np.ndarray:
 
 # ---------------------------------------------------------------- tree.verify_greedy
 
+def deepest_paths(tree: Trees) -> np.ndarray:
+    """[B, N]: the nodes on the path from the root to each request's deepest node (the lowest-numbered)."""
+    on = np.zeros(tree.parent.shape, bool)
+    for b, node in enumerate(np.argmax(tree.depth, axis=1).tolist()):
+        while node > 0:
+            on[b, node] = True
+            node = int(tree.parent[b, node])
+    return on
+
+
 @st.composite
-def greedy_tokens(draw, tree: Trees, predict: np.ndarray, index: np.ndarray) -> np.ndarray:
+def greedy_tokens(draw, tree: Trees, predict: np.ndarray, index: np.ndarray, deep: bool) -> np.ndarray:
     """Candidates: each child of a node equals the target's prediction there at a drawn rate (so
-    several siblings often match: duplicates), else another id, -1, a negative id or an int32 alias."""
+    several siblings often match: duplicates), else another id; then some are -1, a negative id or an
+    int32 alias of the prediction (whatever the rate); with `deep` (else in about half the requests)
+    every node on the path to the deepest node matches."""
     rng = draw(generator())
     rate = draw(st.sampled_from([0.3, 0.6, 0.9, 1.0]))
     mix = draw(st.sampled_from(["plain", "placeholders", "aliases", "all"]))
     label(f"candidates: match rate {rate}, {mix}")
     flat = predict.reshape(-1)
     want = flat[index[np.arange(len(index))[:, None], np.maximum(tree.parent, 0)]]
-    other = want + 1 + rng.integers(0, 3, want.shape)
+    found = np.where(rng.random(want.shape) < rate, want, want + 1 + rng.integers(0, 3, want.shape))
     if mix in ("placeholders", "all"):
-        other = np.where(rng.random(want.shape) < 0.3, rng.choice([PLACEHOLDER, -5], want.shape), other)
+        found = np.where(rng.random(want.shape) < 0.25, rng.choice([PLACEHOLDER, -5], want.shape), found)
     if mix in ("aliases", "all"):
-        other = np.where(rng.random(want.shape) < 0.3, want + ALIAS, other)
-    found = np.where(rng.random(want.shape) < rate, want, other)
+        found = np.where(rng.random(want.shape) < 0.25, want + ALIAS, found)
+    planted = deepest_paths(tree) & ((rng.random((len(want), 1)) < 0.5) | deep)
+    if planted.any():
+        label("candidates: the path to a deepest node matches")
+    found = np.where(planted, want, found)
     found[:, 0] = rng.integers(-1, 9, len(found)) if len(found) else found[:, 0]
     return found.astype(np.int64)
 
@@ -479,16 +539,53 @@ def predictions(draw, shape: tuple[int, int]) -> np.ndarray:
 
 @st.composite
 def verify_greedy_valid(draw, ctx: DrawContext, permuted: bool = False) -> Example:
-    batch, n, tree = draw(tree_batch(ctx))
-    spec = draw(spec_for(tree, n))
+    batch, n, tree, deep = draw(tree_batch(ctx))
+    spec = draw(spec_for(tree, n, deep=deep))
     predict = draw(predictions((batch, n)))
     index = slots(batch, n)
     if permuted:
         index = draw(generator()).permutation(batch * n).reshape(batch, n).astype(np.int64)
-    return Example("hazard" if permuted else "valid", inputs={
-        "candidates": draw(greedy_tokens(tree, predict, index)), "retrieve_index": index,
+    ex = Example("hazard" if permuted else "valid", inputs={
+        "candidates": draw(greedy_tokens(tree, predict, index, deep)), "retrieve_index": index,
         "retrieve_next_token": tree.next_token, "retrieve_next_sibling": tree.next_sibling,
         "target_predict": predict}, outputs=outputs(batch, n, spec))
+    label_greedy_walk(ex)
+    return ex
+
+
+def label_greedy_walk(ex: Example) -> None:
+    """Labels of what the contract's walk meets: how deep it goes, a match after the first sibling, several
+    matching siblings (the first in list order wins, not always the lowest-numbered), the cut at S - 1 with a
+    match below, and negative or int32-alias candidates in a list it scans."""
+    x = ex.inputs
+    out = expected(oracle.verify_greedy, ex)
+    flat, index, cand = x["target_predict"].reshape(-1), x["retrieve_index"], x["candidates"]
+    spec = ex.outputs["accept_index"].shape[1]
+    for b, n in enumerate(out["accept_token_num"].tolist()):
+        for depth in (1, 2, 4, 8):
+            if n >= depth:
+                label(f"walk: {depth} or more drafts accepted")
+        slot_to_node = {int(s): i for i, s in enumerate(index[b])}
+        path = [slot_to_node[int(s)] for s in out["accept_index"][b, :n + 1]]
+        for k, node in enumerate(path):
+            children = oracle.child_list(x["retrieve_next_token"], x["retrieve_next_sibling"], b, node)
+            matching = [c for c in children if cand[b, c] == flat[index[b, node]]]
+            if k == spec - 1:     # a level the walk may not take
+                if matching:
+                    label("walk: cut at S - 1 with a match below")
+                continue
+            if (cand[b, children] < 0).any():
+                label("walk: a negative candidate in a scanned list")
+            if (cand[b, children] > oracle.INT32_MAX).any():
+                label("walk: an int32 alias in a scanned list")
+            if k == n:
+                continue
+            if children[0] != path[k + 1]:
+                label("walk: accepts a sibling after the first")
+            if len(matching) > 1:
+                label("walk: several siblings match, the first listed wins")
+                if min(matching) != path[k + 1]:
+                    label("walk: the first listed match is not the lowest-numbered")
 
 
 def verify_greedy_hazard(ctx: DrawContext):
@@ -674,12 +771,14 @@ def thresholds(draw, probs: np.ndarray) -> tuple[float, float]:
 
 @st.composite
 def sample_target_only_valid(draw, ctx: DrawContext, general: bool = False) -> Example:
-    batch, n, tree = draw(tree_batch(ctx))
-    spec = draw(spec_for(tree, n, cap=n))
+    batch, n, tree, deep = draw(tree_batch(ctx))
+    spec = draw(spec_for(tree, n, cap=n, deep=deep))
     rng = draw(generator())
     low, high = ctx.limits("V", 1, 100 if ctx.small else 8193)
-    sizes = [v for v in (1, 2, 3, 4, 5, 8, 17, 100, 1000, 8193) if low <= v <= high] or [low]
+    sizes = [v for v in (1, 2, 3, 4, 5, 8, 17, 100, 1000, 1025, 8193) if low <= v <= high] or [low]
     vocab = max(low, min(draw(st.sampled_from(sizes)), max(1, 2**17 // max(1, batch * n))))
+    if vocab == 1 or vocab > BLOCK_V:
+        label("vocab: V=1" if vocab == 1 else f"vocab: V > {BLOCK_V} (several residual tiles)")
     zeros = draw(st.sampled_from([0.0, 0.5, 0.9]))
     coarse = draw(st.booleans())
     label(f"target rows: {'coarse' if coarse else 'fine'} grid, {int(zeros * 100)}% zeros")
@@ -702,6 +801,9 @@ def sample_target_only_valid(draw, ctx: DrawContext, general: bool = False) -> E
                 masses = sibling_masses(tree, candidates, probs, b, row, floor)
                 if masses and rng.random() < 0.7:
                     coins[b, row] = min(masses[int(rng.integers(0, len(masses)))], np.float32(1 - COARSE))
+    if deep:   # each level takes its first sibling of positive mass along the path to the deepest node
+        label("coins: 0 on the path to the deepest node")
+        coins[deepest_paths(tree) | (np.arange(n) == 0)] = 0
     final = (rng.integers(0, 256, batch) * COARSE).astype(np.float32)
     if general:
         coins = rng.random((batch, n)).astype(np.float32)
@@ -711,7 +813,31 @@ def sample_target_only_valid(draw, ctx: DrawContext, general: bool = False) -> E
               "target_probs": probs, "draft_probs": draft, "threshold_single": single, "threshold_acc": acc}
     layouts = {name: found for name, ndim in (("uniform_samples", 2), ("target_probs", 3), ("draft_probs", 3))
                if (found := draw(layout(ndim))) is not None}
-    return Example("hazard" if general else "valid", inputs=inputs, outputs=outputs(batch, n, spec), layouts=layouts)
+    ex = Example("hazard" if general else "valid", inputs=inputs, outputs=outputs(batch, n, spec), layouts=layouts)
+    label_sampling_walk(ex)
+    return ex
+
+
+def label_sampling_walk(ex: Example) -> None:
+    """Labels of what the contract's walk meets: how deep it goes, every level taken (the bonus from the last
+    node's target row), a rejected sibling's draft_probs write, and an all-zero residual (the pick V - 1)."""
+    x = ex.inputs
+    out = {name: np.zeros(buf.shape, buf.dtype) for name, buf in ex.outputs.items()}
+    written = x["draft_probs"].copy()
+    oracle.sample_target_only(**{**x, "draft_probs": written}, **out)
+    spec, probs = ex.outputs["accept_index"].shape[1], x["target_probs"]
+    if (written != x["draft_probs"]).any():
+        label("walk: a rejected sibling writes draft_probs")
+    for b, n in enumerate(out["accept_token_num"].tolist()):
+        for depth in (1, 2, 4):
+            if n >= depth:
+                label(f"walk: {depth} or more drafts accepted")
+        row = int(out["accept_index"][b, n]) - b * probs.shape[1]
+        if n == spec - 1 and n:
+            label("walk: all S - 1 levels accepted")
+        res = probs[b, row] if n == spec - 1 else np.maximum(probs[b, row] - written[b, row], 0)
+        if not (res > 0).any():
+            label("pick: an all-zero residual (V - 1)")
 
 
 @st.composite

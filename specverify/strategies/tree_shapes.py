@@ -107,7 +107,7 @@ def node_count(draw, small: bool) -> int:
 @st.composite
 def trees(draw, batch: int, n: int, shape: str | None = None) -> Trees:
     """B trees of N nodes: one shape for the batch (or, one time in four, a shape per request), one
-    sibling order, sometimes renumbered."""
+    sibling order, sometimes renumbered. Each request's shape is labelled."""
     rng = draw(generator())
     mixed = draw(st.integers(0, 3)) == 0
     chosen = shape or draw(st.sampled_from(SHAPES))
@@ -115,12 +115,14 @@ def trees(draw, batch: int, n: int, shape: str | None = None) -> Trees:
     arity = draw(st.integers(1, 4))
     shuffle = draw(st.booleans())
     hang = draw(st.integers(0, 3)) == 0
-    label(f"tree: {'mixed shapes' if mixed and shape is None else chosen}")
+    if mixed and shape is None:
+        label("tree: mixed shapes")
     label(f"tree: siblings {order}")
     label("tree: N=1" if n == 1 else "tree: N a power of two" if n & (n - 1) == 0 else "tree: N not a power of two")
     found = {k: np.full((batch, n), -1, np.int64) for k in ("next_token", "next_sibling", "parent", "depth")}
     for b in range(batch):
         kind = str(rng.choice(SHAPES)) if mixed and shape is None else chosen
+        label(f"tree: {kind}")
         parent = parents(kind, n, rng, arity)
         if shuffle and n > 2:
             parent = renumbered(parent, rng)

@@ -1,5 +1,6 @@
 """Fixed examples of the `eagle` family: hand-computed outputs (STAGES.md's worked example among them),
-checked on the oracle and then on every backend that runs here."""
+checked on the oracle and then on every backend that runs here; a planted bug the strategies catch."""
+
 import numpy as np
 import pytest
 
@@ -8,6 +9,7 @@ from specverify.records import backends
 from specverify.records.stage import Buffer, Example, Layout
 from specverify.runs.session import verify_example
 from specverify.stages import eagle
+from tests.planted_runs import caught
 
 i32, i64 = np.int32, np.int64
 
@@ -150,3 +152,10 @@ def test_verify_and_prepare_bench_input_is_a_valid_all_greedy_step():
     count = out["valid_sampled_tokens_count"]
     assert count.min() >= 1 and count.max() <= 6 and len(set(count.tolist())) > 1
     assert (out["num_rejected_tokens"] == 6 - count).all()
+
+
+def test_a_planted_block_clamp_off_by_one_is_caught_and_shrunk(tmp_path, capsys):
+    # the clamp of the block into the table skipped when max_model_len is just one past the table's capacity
+    valid, shrunk = caught(tmp_path, capsys, "eagle.step_slot_mapping", "tests.planted_eagle:block_clamp_off_by_one")
+    x = shrunk.inputs
+    assert x["max_model_len"] == x["block_size"] * x["block_table"].shape[1] + 1, valid["headline"]

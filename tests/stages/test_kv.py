@@ -2,7 +2,8 @@
 every f16 and bf16 bit pattern converted alike on every backend, the worked example by hand, and what
 may and may not share a slot; for the tree bookkeeping, the worked examples by hand, order around
 holes, the untouched tail, batches past one block, ranges ending at L, the never-read tail of
-out_cache_loc, and the invalid inputs each backend must refuse."""
+out_cache_loc, and the invalid inputs each backend must refuse; a planted per-tensor read of per-token scales
+caught and shrunk."""
 from __future__ import annotations
 
 import math
@@ -20,6 +21,7 @@ from specverify.records.values import POISON_A
 from specverify.runs.session import verify_example as verify
 from specverify.stages import kv
 from specverify.stages.kv import accept_out_cache_loc_worked, assign_req_to_token_worked, commit_draft_worked
+from tests.planted_runs import caught
 
 STAGE = kv.COMMIT_DRAFT
 
@@ -146,6 +148,15 @@ def test_a_kernel_writing_rejected_tokens_is_caught():
 
     with pytest.raises(Failure, match="stray write"):
         verify(Target(STAGE, BACKENDS["impl"], "cpu", "test", ignores_mask), ex)
+
+
+def test_a_planted_per_tensor_read_of_per_token_scales_is_caught_and_shrunk(tmp_path, capsys):
+    """tests/planted_tree_kv.py: every token's fp8 scale read at token 0. The ci budget on seed 0 catches it
+    within a few draws (the old strategy's per-token scales were mostly constant: it first failed at 95)."""
+    valid, shrunk = caught(tmp_path, capsys, "kv.commit_draft", "tests.planted_tree_kv:commit_draft_first_scale",
+                           within=10)
+    scales = [x for x in (shrunk.inputs["k_scale"], shrunk.inputs["v_scale"]) if x is not None and len(x) > 1]
+    assert any(len(set(x.tolist())) > 1 for x in scales), valid["headline"]
 
 
 # ---------------------------------------------------------------- kv.accept_out_cache_loc

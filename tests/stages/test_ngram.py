@@ -1,11 +1,9 @@
 """The `ngram` family: the worked examples of every rule, named histories on every backend, the two references
-agreeing on drawn histories, the classes the strategies must reach, requests that stay independent, and
-planted bugs of the kinds engines shipped, each caught and shrunk."""
+agreeing on drawn histories, requests that stay independent, and planted bugs of the kinds engines shipped, each
+caught and shrunk. The classes the strategy must reach are the record's floors (tests/records/test_floors.py)."""
 from __future__ import annotations
 
 import json
-from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specverify.cli import main
-from specverify.files import cases
 from specverify.judge.harness import oracle_outputs
 from specverify.oracles.ngram import RULES
 from specverify.records import backends
@@ -21,7 +18,7 @@ from specverify.records.dialects import judged
 from specverify.records.stage import Buffer, DrawContext, Example
 from specverify.runs.session import verify_example as verify
 from specverify.stages.ngram import PROPOSE, propose_worked
-from specverify.strategies import blocks
+from tests.planted_runs import caught, planted_outcomes
 
 RULE_NAMES = list(RULES)
 
@@ -107,43 +104,16 @@ def test_the_oracle_equals_the_suffix_length_search(rule, data):
     assert stage.invariants(ex, oracle_outputs(stage, ex)) == []
 
 
-REACHED = ["history: periodic", "history: planted", "history: one follower", "history: repeated", "history: empty",
-           "history: short", "K > every L", "cap: max_model_len - L = -1 for a request",
-           "cap: max_model_len - L = 0 for a request", "cap: max_model_len - L = 1 for a request",
-           "ids: near 2**31", "ids: zero and the largest", "layout: strided", "layout: transposed", "max_n > T",
-           "past the history: the pattern", "dtype: token_ids int64", "dtype: num_tokens int32"]
-
-
-def test_the_strategy_reaches_every_class_the_sources_name():
-    seen: Counter = Counter()
-    token = blocks.coverage.set(seen)
-    try:
-        settings(max_examples=200, deadline=None, database=None, derandomize=True)(
-            given(PROPOSE.valid(DrawContext()))(lambda ex: None))()
-    finally:
-        blocks.coverage.reset(token)
-    assert [name for name in REACHED if seen[name] < 3] == [], seen
-
-
 def planted_verdict(tmp_path, capsys, impl: str, *extra: str) -> dict:
-    report = tmp_path / "r.json"
-    status = main(["check", "--stage", "ngram.propose", "--impl", f"tests.planted_ngram:{impl}", "--device", "cpu",
-                   "--json", str(report), "--findings", str(tmp_path / "f"), *extra])
-    capsys.readouterr()
-    outcomes = json.loads(report.read_text())["outcomes"]
-    assert status == 1, outcomes
-    return {o["check"]: o for o in outcomes}
+    return planted_outcomes(tmp_path, capsys, "ngram.propose", f"tests.planted_ngram:{impl}", *extra)
 
 
 @pytest.mark.parametrize("impl,declared", [
     ("leftmost_for_rightmost", "rightmost_last"), ("cap_off_by_one", ""), ("zero_fill", ""),
     ("pattern_one_short", ""), ("match_at_the_end", "")])
 def test_a_planted_bug_is_caught_and_shrunk(tmp_path, capsys, impl, declared):
-    outcomes = planted_verdict(tmp_path, capsys, impl, "--check", "valid",
-                               *(["--dialect", declared] if declared else []))
-    valid = outcomes["valid"]
-    assert valid["status"] == "failed" and valid["found_after"] <= 100, valid
-    _, shrunk = cases.load(Path(valid["case"]))
+    valid, shrunk = caught(tmp_path, capsys, "ngram.propose", f"tests.planted_ngram:{impl}", "valid", 100,
+                           *(["--dialect", declared] if declared else []))
     assert shrunk.inputs["token_ids"].shape[0] <= 3, valid["headline"]
 
 

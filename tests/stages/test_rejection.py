@@ -1,5 +1,6 @@
-"""Worked examples of the `rejection` stages (hand-computed), on every backend here, and the composite
-`rejection.sample` checked against running its parts (greedy, recovered, random) on the same inputs."""
+"""Worked examples of the `rejection` stages (hand-computed), on every backend here, the composite
+`rejection.sample` checked against running its parts (greedy, recovered, random) on the same inputs, and
+planted bugs of the kinds engines shipped, each caught at the ci budget."""
 from __future__ import annotations
 
 import importlib
@@ -13,6 +14,7 @@ from specverify.oracles import rejection as oracle
 from specverify.records.stage import DrawContext
 from specverify.stages.rejection import STAGES
 from specverify.strategies import rejection as strategies
+from tests.planted_runs import caught
 
 BACKENDS = ["oracle", "torch", "triton"]
 BY_NAME = {s.name: s for s in STAGES}
@@ -300,3 +302,15 @@ def test_torch_scores_stages_equal_the_oracle_on_hazards(name):
             np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
 
     compare()
+
+
+@pytest.mark.parametrize("stage,impl,check,dialect", [
+    ("rejection.random", "oov_read_from_the_next_row", "valid", ""),
+    ("rejection.random", "oov_read_from_the_next_row_strict", "valid", "strict"),
+    ("rejection.recovered", "nan_residual_as_zero", "hazard", "")])
+def test_a_planted_bug_is_caught(tmp_path, capsys, stage, impl, check, dialect):
+    """vLLM's random kernel reading an out-of-vocabulary draft's p and q from the next row (the strict dialect's
+    draws missed it at seed 0 before out-of-vocabulary first drafts and small vocabularies were planted), and
+    a NaN-dropping max(p - q, 0) in the recovery scores (missed at seeds 2 and 3 before lone NaNs)."""
+    caught(tmp_path, capsys, stage, f"tests.planted_rejection:{impl}", check, 100 if check == "valid" else 25,
+           *(["--dialect", dialect] if dialect else []))

@@ -1,6 +1,6 @@
 """Fixed cases and properties of the `stop` family: the speculative check equals the ordinary one fed a
-token at a time (named scenarios by hand, and drawn inputs), padding never matches, and without stop
-ids no stop-id work is done."""
+token at a time (named scenarios by hand, and drawn inputs), padding never matches, without stop
+ids no stop-id work is done, and a shipped bug planted in our kernel is caught by the valid tier."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,7 +14,8 @@ from specverify.records.stage import Buffer, DrawContext, Example
 from specverify.runs.session import verify_example as verify
 from specverify.stages import stop
 from specverify.stages.stop import spec_stopping_worked
-from specverify.strategies.stop import spec_stopping_valid
+from specverify.strategies.stop import BEFORE_THE_CAP, reached, spec_stopping_valid
+from tests.planted_runs import caught
 
 STAGE = stop.SPEC_STOPPING
 
@@ -53,6 +54,7 @@ SCENARIOS = {   # name: (tokens, budgets, stop ids, expected stop_pos, expected 
     "EOS as the bonus": ([[4, 5, 6, 2]], [10], [[2, -1]], [3], [0]),
     "EOS exactly at the length cap": ([[4, 5, 2, -1]], [3], [[2, -1]], [2], [0]),
     "the cap crossed mid-run": ([[4, 5, 6, 7]], [2], [[2, -1]], [1], [-2]),
+    "EOS before the cap crossed in one step": ([[4, 2, 5, 6]], [3], [[2, -1]], [1], [-1]),
     "the budget already spent": ([[4, 5, -1, -1]], [-1], None, [0], [-3]),
     "two rows with different stop ids": ([[4, 3, 7, -1], [3, 4, 7, 8]], [9, 9], [[4, -1], [7, 8]], [0, 2], [0, 0]),
     "padding never matches a placeholder": ([[4, -1, -1, -1]], [9], [[-1, -1]], [-1], [8]),
@@ -102,3 +104,13 @@ def test_no_stop_ids_means_no_stop_id_work(monkeypatch, stop_ids):
     ex = example([[4, 5, 6], [7, -1, -1]], [2, 5])
     ex.inputs["stop_ids"] = stop_ids
     assert outputs_everywhere(ex)["stop_pos"] == [1, -1]
+
+
+def test_the_cap_checked_before_the_stop_ids_is_caught_and_shrunk(tmp_path, capsys):
+    """SGLang #31599 planted in our Torch kernel (`tests/planted_stop.py`): the valid tier at the ci budget
+    fails it and shrinks to a small batch with a row whose stop id comes before the token that spends its
+    budget, both in this step."""
+    valid, shrunk = caught(tmp_path, capsys, STAGE.name, "tests.planted_stop:cap_before_stop_ids")
+    x = shrunk.inputs
+    assert x["output_token_ids"].shape[0] <= 3, valid["headline"]
+    assert reached(x["output_token_ids"], x["num_appendable"], x["stop_ids"])[:1] == [BEFORE_THE_CAP]

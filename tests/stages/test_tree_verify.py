@@ -1,6 +1,7 @@
 """Fixed cases of tree verification: the worked examples by hand on the oracle and every backend, and
 the rules a random draw meets only by luck (list order, no backtracking, placeholders and int32
-aliases, coin ties, the fallbacks of the pick, coins indexed by node, unread candidates, refused links)."""
+aliases, coin ties, the fallbacks of the pick, coins indexed by node, unread candidates, refused links), and a
+planted bug below the first level caught and shrunk."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,6 +16,7 @@ from specverify.runs.session import verify_example as verify
 from specverify.stages import tree as records
 from specverify.strategies import tree as draw
 from specverify.strategies.tree_shapes import SHAPES, depths, links, parents
+from tests.planted_runs import caught
 
 GREEDY, SAMPLE = records.VERIFY_GREEDY, records.SAMPLE_TARGET_ONLY
 i64, f32 = np.int64, np.float32
@@ -183,3 +185,11 @@ def test_every_shape_is_a_forest_with_the_parents_it_claims(shape):
         for p in range(n):
             assert sorted(oracle.child_list(token[None], sibling[None], 0, p)) == np.flatnonzero(parent == p).tolist()
         assert (depths(parent)[parent >= 0] >= -1).all()
+
+
+def test_a_planted_root_prediction_bug_is_caught_below_the_first_level(tmp_path, capsys):
+    """tests/planted_tree_kv.py: every level matched against the root's prediction. The ci budget on seed 0
+    catches it (the old strategy walked past one level in 3 of 100 draws there, and first failed at 95)."""
+    valid, shrunk = caught(tmp_path, capsys, "tree.verify_greedy", "tests.planted_tree_kv:verify_greedy_root_prediction",
+                           within=10)
+    assert oracle_outputs(GREEDY, shrunk)["accept_token_num"].max() >= 2, valid["headline"]
