@@ -33,7 +33,7 @@ from specverify.records.stage import DrawContext, Example
 from specverify.runs.profiles import seed_for
 from specverify.runs.protocol import Context, Outcome
 from specverify.runs.reach import Tally, tier_draws
-from specverify.strategies.blocks import coverage, rule_asked, rules_offered
+from specverify.strategies.blocks import asked_rules, coverage, rule_asked, rules_offered
 
 
 class Abandon(BaseException):
@@ -174,7 +174,7 @@ def swept(target: Target, check: str, judge: Judge, ctx: Context, outcome: Outco
     asked in one example of its own (in name order, each with its own seed; a failure ends the sweep): the ci
     budget asks every rule however the draws fell. The outcome takes the sweep's examples and its first
     failure."""
-    asked = {name.removeprefix("invalid: ") for name in outcome.coverage if name.startswith("invalid: ")}
+    asked = asked_rules(outcome.coverage)
     quiet = replace(ctx, progress=None)
     while offered - asked:
         rule = min(offered - asked)

@@ -22,6 +22,11 @@ PLACEHOLDER = -1
 VOCAB_EDGES = (1, 2, 8191, 8192, 8193, 151936)   # one id, tile edges and a real vocabulary (Qwen's)
 MODES = ("plain", "plain", "plain", "single", "stress", "stress")
 
+INVALID = "invalid: "   # the label of an invalid example breaking a value rule: INVALID + its `invalid_rule` key
+# the row tile of the Triton row-parallel kernels (kernels/triton/eagle.py and stop.py: BLOCK_ROWS, ROW_TILE): at
+# most 32 rows of 1024 elements
+TILE_ROWS, TILE_ELEMENTS = 32, 1024
+
 coverage: ContextVar[Counter | None] = ContextVar("specverify_coverage", default=None)
 # value rules (`invalid_rule` keys) the invalid tier's draws offered, where a search gathers them; and the one
 # rule a search asks (None: any)
@@ -51,6 +56,23 @@ def label(text: str) -> None:
     seen = coverage.get()
     if seen is not None:
         seen[text] += 1
+
+
+def power_of_two_at_least(n: int) -> int:
+    """n rounded up to a power of two (at least 1), as the Triton kernels pad a tile's side."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def tile_rows(width: int) -> int:
+    """Rows per program of a Triton row tile over rows `width` wide (padded to a power of two): a batch of more
+    rows than this spreads over two programs or more."""
+    return max(1, min(TILE_ROWS, TILE_ELEMENTS // power_of_two_at_least(width)))
+
+
+def label_programs(batch: int, rows: int) -> None:
+    """Label a batch that spreads over two or more programs of `rows` rows each."""
+    if batch > rows:
+        label("batch: more than one program")
 
 
 def aim(value: float, metric: str) -> None:
@@ -314,6 +336,11 @@ def invalid_rule(example: Example) -> str:
     return f"{example.bad_field}: {example.rule}"
 
 
+def asked_rules(counts: Counter) -> set[str]:
+    """The value rules (`invalid_rule` keys) among the classes `counts` holds: those its examples broke."""
+    return {name.removeprefix(INVALID) for name in counts if name.startswith(INVALID)}
+
+
 @st.composite
 def one_invalid(draw, candidates: list[Example]) -> Example:
     """One of several invalid variants (value rules), each as likely, labelled "invalid: field: rule"; the rules
@@ -325,5 +352,5 @@ def one_invalid(draw, candidates: list[Example]) -> Example:
     pool = [c for c in candidates if asked is None or invalid_rule(c) == asked]
     assume(pool)
     chosen = pool[draw(st.integers(0, len(pool) - 1))]
-    label(f"invalid: {invalid_rule(chosen)}")
+    label(INVALID + invalid_rule(chosen))
     return chosen

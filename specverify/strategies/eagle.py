@@ -10,28 +10,15 @@ from hypothesis import strategies as st
 
 from specverify.records.stage import BENCH_SPEC, Buffer, DrawContext, Example, Layout
 from specverify.strategies import rejection
-from specverify.strategies.blocks import (PLACEHOLDER, DraftBatch, batch_size, bound, draft_batch, exclusive_offsets,
-                                          generator, host_hint, inclusive_offsets, invalid, label, labelled_dtype,
-                                          layout, mode, one_invalid, request_rows, short, vocab_size)
+from specverify.strategies.blocks import (PLACEHOLDER, TILE_ROWS, DraftBatch, batch_size, bound, draft_batch,
+                                          exclusive_offsets, generator, host_hint, inclusive_offsets, invalid, label,
+                                          label_programs, labelled_dtype, layout, mode, one_invalid, request_rows,
+                                          short, tile_rows, vocab_size)
 
 INT32_MAX = 2**31 - 1
-TILE_ROWS, TILE_ELEMENTS = 32, 1024   # the Triton kernels' row tiles: at most 32 rows of 1024 elements
-                                      # (kernels/triton/eagle.py BLOCK_ROWS, ROW_TILE)
 LANE_ROWS = 128     # rows per program of the Triton one-lane-per-row kernels (ROWS)
 COPY_ROWS = 2       # requests per program of copy_and_expand_inputs' Triton kernel
 STEP_ROWS = 64      # slots per program of step_slot_mapping's Triton kernel
-
-
-def tile_rows(width: int) -> int:
-    """Rows per program of a Triton row tile over rows `width` wide (padded to a power of two): a batch
-    of more rows than this spreads over two programs or more."""
-    return max(1, min(TILE_ROWS, TILE_ELEMENTS // (1 << max(width - 1, 0).bit_length())))
-
-
-def label_programs(batch: int, rows: int) -> None:
-    """Label a batch that spreads over two or more programs of `rows` rows each."""
-    if batch > rows:
-        label("batch: more than one program")
 
 
 @st.composite

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from specverify.oracles.graph import INT32_MAX
 from specverify.records.stage import Buffer, DrawContext, Example, Layout
 from specverify.records.values import POISON_A, output_value
-from specverify.strategies.blocks import (batch_size, exclusive_offsets, generator, invalid, label, labelled_dtype,
-                                          layout, one_invalid)
+from specverify.strategies.blocks import (batch_size, exclusive_offsets, generator, invalid, label, label_programs,
+                                          labelled_dtype, layout, one_invalid, power_of_two_at_least)
 from specverify.strategies.eagle import buffers, column_rows
 
 CAPTURE_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 768, 1024)
@@ -27,16 +27,11 @@ TABLE_TILE = 1024                # block-table entries per program, rows x colum
 REQUEST_TILE = 16                # most requests per program (step_context, dsa: REQUESTS)
 
 
-def padded(n: int) -> int:
-    """n rounded up to a power of two (at least 1), as the kernels pad a tile's side."""
-    return 1 << max(n - 1, 0).bit_length()
-
-
 def label_tile_crossing(q: np.ndarray, rows: int) -> None:
     """Label a query longer than `rows` / B rounded up to a power of two (rows: the token rows of the
     outputs): the width of the Triton kernels' token tiles, which such a query crosses in two steps or
     more."""
-    if len(q) and int(q.max()) > padded(-(-rows // len(q))):
+    if len(q) and int(q.max()) > power_of_two_at_least(-(-rows // len(q))):
         label("queries: one longer than the token tile")
 
 
@@ -120,7 +115,7 @@ def fill_common_inputs_valid(draw, ctx: DrawContext) -> Example:
     blocks = draw(st.one_of(st.just(max_blocks), st.integers(0, max_blocks)))
     if blocks == max_blocks:
         label("fill: blocks per request = capacity")
-    if max_batch * padded(max_blocks) > TABLE_TILE:
+    if max_batch * power_of_two_at_least(max_blocks) > TABLE_TILE:
         label("fill: more than one block-table program")
     if pad == 0 and batch < max_batch:
         label("fill: padding requests with PAD = 0")
@@ -236,8 +231,7 @@ def step_context_valid(draw, ctx: DrawContext, low: int = 0) -> Example:
     uniform = batch == 0 or bool((q == q[0]).all())
     flag = uniform and draw(st.booleans())
     label(f"step: uniform={uniform}, flag={flag}")
-    if batch > REQUEST_TILE:
-        label("batch: more than one program")
+    label_programs(batch, REQUEST_TILE)
     label_tile_crossing(q, int(q.sum()))
     dtype = draw(labelled_dtype("q_seqlens", ctx))
     rng = draw(generator())
@@ -334,8 +328,7 @@ def dsa_indexer_metadata_example(draw, ctx: DrawContext, tier: str) -> Example:
         label("dsa: rank > 0")
     if ((kv - q + 1 <= rank) & (q > 0)).any():
         label("dsa: a token with no entries on this rank")
-    if batch > REQUEST_TILE:
-        label("batch: more than one program")
+    label_programs(batch, REQUEST_TILE)
     label_tile_crossing(q, n_rows)
     blocks = draw(st.sampled_from([1, 4, 16, 64] if not ctx.small else [1, 4, 16]))
     dtypes = {f: draw(labelled_dtype(f, ctx)) for f in ("q_seqlens", "kv_seqlens", "cu_q", "block_offsets")}

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from specverify.oracles.stop import LOWEST, PLACEHOLDER, sequential_stopping
 from specverify.records.stage import Buffer, DrawContext, Example
 from specverify.records.values import output_value
-from specverify.strategies.blocks import (batch_size, generator, invalid, label, labelled_dtype, layout, one_invalid,
-                                          short)
+from specverify.strategies.blocks import (batch_size, generator, invalid, label, label_programs, labelled_dtype, layout,
+                                          one_invalid, short, tile_rows)
 
 POOL = 12   # token ids 0..POOL-1: stop ids and tokens collide often
 BEFORE_THE_CAP, ANOTHER_ROWS = "stop id before the cap", "another row's stop id"   # labelled by `reached`
@@ -27,7 +27,6 @@ SCENARIOS = ("run", "stop id", "stop id last", "stop id as the bonus", "stop id 
 # the stop ids a focused scenario needs (`stop_id_rows`): another row's stop id needs rows with their own
 NEEDS = {name: "ids" for name in SCENARIOS if name.startswith("stop id")} | {ANOTHER_ROWS: "per row"}
 HIGHEST = {"int32": 2**31 - 1, "int64": 2**63 - 1}
-TILE_ROWS, TILE_ELEMENTS = 32, 1024   # the Triton kernel's row tile (kernels/triton/stop.py BLOCK_ROWS, ROW_TILE)
 
 
 @st.composite
@@ -121,8 +120,7 @@ def spec_stopping_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
         np.array(SCENARIOS)[rng.permutation(len(SCENARIOS))[np.arange(batch) % len(SCENARIOS)]]
     emitted, budgets, played = plant(rng, np.asarray(scenario, str), row, emitted, ids)
     tokens = np.where(np.arange(width) < emitted[:, None], row, PLACEHOLDER)
-    if batch > min(TILE_ROWS, TILE_ELEMENTS // (1 << (width - 1).bit_length())):
-        label("batch: more than one program")
+    label_programs(batch, tile_rows(width))
     for name in sorted(set(played.tolist()) - {BEFORE_THE_CAP, ANOTHER_ROWS}):
         label(f"stop: {name}")
     if batch and draw(st.booleans()):
