@@ -7,7 +7,7 @@ eagle.copy_and_expand_inputs), each against a reference written here in the shap
   constants (the engine specializes on both);
 - copy_and_expand_inputs: our kernel with one request per program (the engine's grid).
 
-    OUT=/tmp/out PYTHONPATH=. python bench/engine_shapes.py [--batch 1 512 1024] [--rounds 7]
+    OUT=/tmp/out PYTHONPATH=. python bench/engine_shapes.py [--batch 1 512 1024] [--rounds 7] [--stage ...]
 
 Inputs: each stage's `bench` function (K = 5). Every case is timed as `specverify bench` times a call (20
 calls in one CUDA graph, replayed between events: `timing.graph_us`), the cases of one stage and B
@@ -113,8 +113,8 @@ def arena_after(call_plan, arena, make_call) -> np.ndarray:
     return bound.arena
 
 
-def measure(stage, batch: int, rounds: int, settings) -> dict:
-    ours, reference = CASES[stage.name]
+def measure(stage, batch: int, rounds: int, settings, cases: dict) -> dict:
+    ours, reference = cases[stage.name]
     example = stage.bench(batch, VOCAB, np.random.default_rng([0, batch, VOCAB]))
     call_plan, arena = plan(stage, example)
     same = np.array_equal(arena_after(call_plan, arena, lambda kw: lambda: ours(**kw)),
@@ -138,27 +138,31 @@ def measure(stage, batch: int, rounds: int, settings) -> dict:
     return row
 
 
-def main() -> int:
+def run(cases: dict, name: str, batches: list[int], reference: str) -> int:
+    """Time each stage of `cases` (stage name -> (our wrapper, a maker of the reference's call)) at each B,
+    write $OUT/<name>.json and print the table; 1 when an output differs, 2 without a GPU."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--batch", type=int, nargs="+", default=[1, 512, 1024])
+    parser.add_argument("--batch", type=int, nargs="+", default=batches)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--stage", nargs="+", default=list(cases), choices=list(cases))
     args = parser.parse_args()
     if not torch.cuda.is_available():
-        print("engine_shapes: no CUDA device; nothing measured", file=sys.stderr)
+        print(f"{name}: no CUDA device; nothing measured", file=sys.stderr)
         return 2
     settings = timing.Settings()
     stages = all_stages()
-    rows = [measure(stages[name], batch, args.rounds, settings) for name in CASES for batch in args.batch]
+    rows = [measure(stages[stage], batch, args.rounds, settings, cases) for stage in args.stage
+            for batch in args.batch]
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
               "calls": settings.calls, "replays": settings.replays, "rounds": args.rounds, "rows": rows}
     out = os.environ.get("OUT", ".")
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "engine_shapes.json.tmp"), "w") as f:
+    with open(os.path.join(out, f"{name}.json.tmp"), "w") as f:
         json.dump(result, f, indent=1)
-    os.replace(os.path.join(out, "engine_shapes.json.tmp"), os.path.join(out, "engine_shapes.json"))
+    os.replace(os.path.join(out, f"{name}.json.tmp"), os.path.join(out, f"{name}.json"))
     print(f"{result['device']}, torch {torch.__version__}, triton {triton.__version__}; device µs per call, "
           f"{settings.calls}-call graphs, median of {args.rounds} interleaved rounds")
-    print(f"{'stage':30} {'B':>5} {'ours':>6} {'engine shape':>13} {'ratio':>6} {'floor':>6}")
+    print(f"{'stage':30} {'B':>5} {'ours':>6} {reference:>13} {'ratio':>6} {'floor':>6}")
     for r in rows:
         print(f"{r['stage']:30} {r['B']:5} {r['ours_us']:6.2f} {r['engine_shape_us']:13.2f} "
               f"{r['ours_x_engine_shape']:6.2f} {r['floor_us']:6.2f}{'' if r['byte_equal'] else '  DIFFER'}")
@@ -166,4 +170,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(CASES, "engine_shapes", [1, 512, 1024], "engine shape"))

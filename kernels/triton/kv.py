@@ -126,42 +126,59 @@ def commit_draft(*, key, value, slot_mapping, accepted_mask, layout, k_scale, v_
 
 # ---------------------------------------------------------------- tree KV bookkeeping
 
-COMPACT_BLOCK = 1024   # accept_index entries per step of the running count
-PREFIX_BLOCK = 1024    # request lengths per step of a request's prefix sum
+ACCEPT_BLOCK = 256     # accept_index entries per program (accept)
+COUNT_BLOCK = 2048     # entries per step of a program's count of the kept entries before its own
 REQUESTS = 16          # requests per program (assign)
-SLOT_BLOCK = 64        # slots per request per step of a program's tile (assign)
+PREFIX_BLOCK = 1024    # request lengths per step of a program's prefix sum (assign)
+SLOT_BLOCKS = (8, 64)  # slots per request per step of a program's tile (assign): a power of two in this range
+
+
+@triton.jit
+def accept_entries(index_ptr, s_row, s_col, width, k, inside, FLAT: tl.constexpr):
+    """accept_index's entries at row-major positions k (-1 outside); FLAT: rows laid end to end."""
+    if FLAT:
+        where = index_ptr + k * s_col
+    else:
+        where = index_ptr + (k // width) * s_row + (k % width) * s_col
+    return tl.load(where, mask=inside, other=-1)
 
 
 @launcher
 @triton.jit
-def accept_kernel(index_ptr, s_row, s_col, width, loc_ptr, out_ptr, total, BLOCK: tl.constexpr):
-    """One program walks accept_index in row-major blocks, carrying the count of kept entries: each
-    block's positions are the carry plus an in-block running sum (O(M) work for M = B*S entries)."""
-    carry = tl.full([], 0, tl.int64)
-    for start in range(0, total, BLOCK):
-        k = start + tl.arange(0, BLOCK).to(tl.int64)
-        inside = k < total
-        entry = tl.load(index_ptr + (k // width) * s_row + (k % width) * s_col, mask=inside, other=-1)
-        keep = inside & (entry != -1)
-        ones = keep.to(tl.int64)
-        position = carry + tl.cumsum(ones, 0) - 1
-        slot = tl.load(loc_ptr + entry.to(tl.int64), mask=keep)
-        tl.store(out_ptr + position, slot, mask=keep)
-        carry += tl.sum(ones, 0)
+def accept_kernel(index_ptr, s_row, s_col, width, loc_ptr, out_ptr, total, FLAT: tl.constexpr, BLOCK: tl.constexpr,
+                  COUNT: tl.constexpr):
+    """A program takes BLOCK entries of accept_index in row-major order: the kept entries before them
+    (counted COUNT at a time) plus an in-block running count give each kept entry its position."""
+    first = tl.program_id(0).to(tl.int64) * BLOCK
+    before = tl.full([], 0, tl.int64)
+    for k0 in range(0, first, COUNT):
+        k = k0 + tl.arange(0, COUNT)
+        earlier = accept_entries(index_ptr, s_row, s_col, width, k, k < first, FLAT)
+        before += tl.sum((earlier != -1).to(tl.int64), 0)
+    k = first + tl.arange(0, BLOCK)
+    inside = k < total
+    entry = accept_entries(index_ptr, s_row, s_col, width, k, inside, FLAT)
+    keep = inside & (entry != -1)
+    position = before + tl.cumsum(keep.to(tl.int64), 0) - 1
+    slot = tl.load(loc_ptr + entry.to(tl.int64), mask=keep)
+    tl.store(out_ptr + position, slot, mask=keep)
 
 
 @prepared
 def accept_out_cache_loc(*, accept_index, out_cache_loc, accepted_out_cache_loc):
-    """See `specverify.oracles.kv.accept_out_cache_loc`. One launch of one program; any strides of
-    accept_index."""
+    """See `specverify.oracles.kv.accept_out_cache_loc`. One launch, one program per ACCEPT_BLOCK entries;
+    any strides of accept_index."""
     validate(oracle.check_accept_out_cache_loc, accept_index, out_cache_loc, accepted_out_cache_loc,
              values=reads_values(accept_index))
     total = accepted_out_cache_loc.shape[0]
     if total == 0 or out_cache_loc.shape[0] == 0:
         return
-    accept_kernel[(1,)](accept_index, *accept_index.stride(), accept_index.shape[1], out_cache_loc.contiguous(),
-                        accepted_out_cache_loc, total,
-                        BLOCK=min(next_power_of_2(total), COMPACT_BLOCK))
+    block = min(next_power_of_2(total), ACCEPT_BLOCK)
+    s_row, s_col = accept_index.stride()
+    width = accept_index.shape[1]
+    accept_kernel[(cdiv(total, block),)](accept_index, s_row, s_col, width, out_cache_loc.contiguous(),
+                                         accepted_out_cache_loc, total, FLAT=s_row == width * s_col, BLOCK=block,
+                                         COUNT=COUNT_BLOCK)
 
 
 @launcher
@@ -201,7 +218,9 @@ def assign_req_to_token(*, req_pool_indices, start_offset, end_offset, out_cache
     batch = req_pool_indices.shape[0]
     if batch == 0 or out_cache_loc.shape[0] == 0 or req_to_token.numel() == 0:   # nothing can be written
         return
+    low, high = SLOT_BLOCKS                # the tile's width: about the mean length out_cache_loc holds room for
+    width = min(max(next_power_of_2(cdiv(out_cache_loc.shape[0], batch)), low), high)
     assign_kernel[(cdiv(batch, REQUESTS),)](
         req_pool_indices.contiguous(), start_offset.contiguous(), end_offset.contiguous(), out_cache_loc.contiguous(),
         req_to_token, *req_to_token.stride(), batch,
-        BLOCK_R=REQUESTS, BLOCK_B=min(next_power_of_2(batch), PREFIX_BLOCK), BLOCK=SLOT_BLOCK)
+        BLOCK_R=REQUESTS, BLOCK_B=min(next_power_of_2(batch), PREFIX_BLOCK), BLOCK=width)

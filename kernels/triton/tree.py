@@ -6,8 +6,15 @@ program); depths and masks then come from walking each node's ancestor chain thr
 per level, until every chain has passed the root), and the links from tiles of rows by all N nodes (the
 lowest matching node by a min). Every offset is int64.
 
-Verification: `greedy_kernel` walks the tree as the contract reads: per level, along the child list until
-the first match. `longest_kernel` is a depth-first search over matching children that keeps the current
+`tree.reconstruct_from_mask`: a tree of up to ONE_TILE_NODES nodes is one register tile (its mask loaded
+once, every output reduced from it); a larger one goes in tiles of rows, its parents through a scratch row.
+`tree.pack_mask`: a program per request and PACK_BYTES output bytes; the program's first bit and byte are
+int64 offsets, its lanes' offsets from them int32.
+
+Verification: the greedy walk follows the contract: per level, along the child list until the first match.
+A tree of up to ONE_TILE_NODES nodes is walked in registers (`greedy_tile_kernel`: one round of loads, one
+gather of the predictions, then lane picks only); `greedy_kernel` walks larger ones from memory.
+`longest_kernel` is a depth-first search over matching children that keeps the current
 root path and the best one so far in registers (one lane per depth), so it needs no stack in memory; a
 strictly deeper path replaces the best, and the search ends early once a path reaches S - 1 levels.
 `sample_kernel` walks like the greedy one, writing the rejected children's draft_probs cells as it goes,
@@ -29,6 +36,12 @@ from specverify.oracles import tree as oracle
 
 TILE = 4096            # elements of a [rows, BLOCK_N] tile of the link and mask loops
 PACK_BYTES = 256       # output bytes per program of pack_mask (2048 bits)
+ONE_TILE_NODES = 64    # reconstruct_from_mask and verify_greedy keep trees up to this many nodes in registers
+
+
+def warps_for(block: int) -> int:
+    """Warps of a one-tile program over `block` nodes: one up to 16 nodes, then more as the tile grows."""
+    return 1 if block <= 16 else 2 if block <= 32 else 4
 
 
 def tile_rows(block: int) -> int:
@@ -129,8 +142,31 @@ def build(*, parent_list, selected_index, verified_seq_len, topk, depth, N, tree
 
 @launcher
 @triton.jit
+def reconstruct_tile_kernel(mask_ptr, seq_ptr, pos_ptr, ri_ptr, nt_ptr, ns_ptr, N, BLOCK_N: tl.constexpr):
+    """A whole N x N mask in one tile (BLOCK_N <= ONE_TILE_NODES): every output from registers."""
+    b = tl.program_id(0).to(tl.int64)
+    node = tl.arange(0, BLOCK_N)
+    rows, cols = node[:, None], node[None, :]
+    marked = tl.load(mask_ptr + b * N * N + rows * N + cols, mask=(rows < N) & (cols < N), other=0) != 0
+    below = marked & (cols < rows)                       # below[i, j]: j < i is an ancestor of i
+    depth = tl.sum(below.to(tl.int32), axis=1)
+    parent = tl.max(tl.where(below, cols, -1), axis=1)
+    first_child = tl.min(tl.where(below, rows, BLOCK_N), axis=0)
+    kin = (parent[:, None] == parent[None, :]) & (parent[None, :] >= 0) & (rows > cols) & (rows < N)
+    sibling = tl.min(tl.where(kin, rows, BLOCK_N), axis=0)
+    live = node < N
+    flat = b * N + node
+    tl.store(pos_ptr + flat, tl.load(seq_ptr + b) + depth, mask=live)
+    tl.store(ri_ptr + flat, flat, mask=live)
+    tl.store(nt_ptr + flat, tl.where(first_child == BLOCK_N, -1, first_child).to(tl.int64), mask=live)
+    tl.store(ns_ptr + flat, tl.where(sibling == BLOCK_N, -1, sibling).to(tl.int64), mask=live)
+
+
+@launcher
+@triton.jit
 def reconstruct_kernel(mask_ptr, seq_ptr, parent_ptr, pos_ptr, ri_ptr, nt_ptr, ns_ptr, N, BLOCK_N: tl.constexpr,
                        ROWS: tl.constexpr):
+    """Trees past ONE_TILE_NODES: tiles of rows, the parents through a scratch row."""
     b = tl.program_id(0).to(tl.int64)
     base = mask_ptr + b * N * N
     row_parents = parent_ptr + b * N
@@ -167,26 +203,34 @@ def reconstruct_from_mask(*, tree_mask, verified_seq_len, N, positions, retrieve
                      retrieve_next_token, retrieve_next_sibling, values=reads_values(verified_seq_len))
     if batch == 0:
         return
-    parents = scratch((batch, N), torch.long, verified_seq_len.device)
     block = next_power_of_2(N)
-    reconstruct_kernel[(batch,)](tree_mask.view(torch.uint8), verified_seq_len, parents, positions, retrieve_index,
-                                 retrieve_next_token, retrieve_next_sibling, N, BLOCK_N=block,
+    outputs = (positions, retrieve_index, retrieve_next_token, retrieve_next_sibling)
+    if block <= ONE_TILE_NODES:
+        reconstruct_tile_kernel[(batch,)](tree_mask.view(torch.uint8), verified_seq_len, *outputs, N, BLOCK_N=block,
+                                          num_warps=warps_for(block))
+        return
+    parents = scratch((batch, N), torch.long, verified_seq_len.device)
+    reconstruct_kernel[(batch,)](tree_mask.view(torch.uint8), verified_seq_len, parents, *outputs, N, BLOCK_N=block,
                                  ROWS=tile_rows(block))
 
 
 @launcher
 @triton.jit
 def pack_kernel(mask_ptr, kv_ptr, out_ptr, packed_ptr, Q, BYTES: tl.constexpr):
-    r = tl.program_id(0).to(tl.int64)
+    """Program (r, p) packs bytes [p*BYTES, (p+1)*BYTES) of request r's segment: the offsets of the program's
+    first bit and byte are int64, the lanes' offsets from them int32."""
+    r = tl.program_id(0)
     start = tl.load(kv_ptr + r).to(tl.int64)
-    count = (tl.load(kv_ptr + r + 1).to(tl.int64) - start) * Q
-    byte = tl.program_id(1).to(tl.int64) * BYTES + tl.arange(0, BYTES).to(tl.int64)
+    first = tl.program_id(1).to(tl.int64) * BYTES                  # the program's first byte in the segment
+    left = (tl.load(kv_ptr + r + 1).to(tl.int64) - start) * Q - first * 8     # bits from that byte on
+    bits = tl.minimum(tl.maximum(left, 0), BYTES * 8).to(tl.int32)
+    byte = tl.arange(0, BYTES)
     bit = tl.arange(0, 8)
     index = byte[:, None] * 8 + bit[None, :]
-    bits = tl.load(mask_ptr + start * Q + index, mask=index < count, other=0) != 0
-    value = tl.sum(bits.to(tl.int32) << bit[None, :], axis=1)
-    where = tl.load(out_ptr + r).to(tl.int64) + byte
-    tl.store(packed_ptr + where, value.to(tl.uint8), mask=byte * 8 < count)
+    marked = tl.load(mask_ptr + (start * Q + first * 8) + index, mask=index < bits, other=0) != 0
+    value = tl.sum(marked.to(tl.int32) << bit[None, :], axis=1)
+    where = packed_ptr + (tl.load(out_ptr + r).to(tl.int64) + first)
+    tl.store(where + byte, value.to(tl.uint8), mask=byte * 8 < bits)
 
 
 @prepared
@@ -252,6 +296,54 @@ def greedy_kernel(cand_ptr, index_ptr, token_ptr, sibling_ptr, predict_ptr, pred
     tl.store(num_ptr + b, count.to(tl.int32))
 
 
+@triton.jit
+def at(values, lanes, i):
+    """values[i] of a register row (0 when i is outside it)."""
+    return tl.sum(tl.where(lanes == i, values, 0), axis=0)
+
+
+@launcher
+@triton.jit
+def greedy_tile_kernel(cand_ptr, index_ptr, token_ptr, sibling_ptr, predict_ptr, predicts_ptr, accept_ptr,
+                       accept_stride, num_ptr, n, levels, BLOCK_N: tl.constexpr):
+    """The greedy walk over a tree held in registers (BLOCK_N <= ONE_TILE_NODES): one round of loads for the
+    links, candidates and slots, one gather of the predictions at every node's slot, the walk by lane picks
+    (a sibling list walks at most n steps), then the path's stores at once."""
+    b = tl.program_id(0).to(tl.int64)
+    lanes = tl.arange(0, BLOCK_N)
+    live = lanes < n
+    row = b * n + lanes
+    cand = tl.load(cand_ptr + row, mask=live, other=-1)
+    first = tl.load(token_ptr + row, mask=live, other=-1)
+    step = (tl.load(sibling_ptr + row, mask=live, other=-1) + 1) * 2      # (next sibling + 1) * 2, + 1 on a match
+    slot = tl.load(index_ptr + row, mask=live, other=0)
+    want = tl.load(predict_ptr + slot, mask=live, other=0)                # the target's prediction at each node
+    place = tl.where(lanes == 0, 0, -1)                                   # each node's place on the path
+    count = tl.sum(place * 0, axis=0)
+    node = count
+    go = levels > 0
+    while go:
+        goal = at(want, lanes, node)
+        c = at(first, lanes, node)
+        packed = step + (cand == goal).to(step.dtype)
+        found = c * 0 - 1
+        walked = count * 0
+        while (c >= 0) & (walked < n):
+            link = at(packed, lanes, c)
+            found = tl.where((link & 1) == 1, c, found)
+            c = tl.where((link & 1) == 1, -1, (link >> 1) - 1)
+            walked += 1
+        go = found >= 0
+        count += go.to(count.dtype)
+        place = tl.where(go & (lanes == found), count, place)
+        node = tl.where(go, found, node)
+        go = go & (count < levels)
+    on = place >= 0
+    tl.store(accept_ptr + b * accept_stride + place, slot.to(tl.int32), mask=on)
+    tl.store(predicts_ptr + slot, want.to(tl.int32), mask=on)
+    tl.store(num_ptr + b, count.to(tl.int32))
+
+
 @launcher
 @triton.jit
 def longest_kernel(cand_ptr, index_ptr, token_ptr, sibling_ptr, predict_ptr, predicts_ptr, accept_ptr, accept_stride,
@@ -304,6 +396,8 @@ def verify(kernel, candidates, retrieve_index, retrieve_next_token, retrieve_nex
         return
     levels = min(spec - 1, n - 1)
     block = {"BLOCK": next_power_of_2(levels + 1)} if kernel is longest_kernel else {}
+    if kernel is greedy_kernel and next_power_of_2(n) <= ONE_TILE_NODES:
+        kernel, block = greedy_tile_kernel, {"BLOCK_N": next_power_of_2(n), "num_warps": 1}
     kernel[(batch,)](candidates.contiguous(), retrieve_index.contiguous(), retrieve_next_token.contiguous(),
                      retrieve_next_sibling.contiguous(), target_predict.contiguous(), predicts, accept_index,
                      accept_index.stride(0), accept_token_num, n, levels, **block)

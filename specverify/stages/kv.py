@@ -159,8 +159,10 @@ ACCEPT_FLOORS = (
     Floor("accept_index: holes", 6, "order kept around a -1 mid-row", interpreted=True),
     Floor("accept_index: B*S not a power of two", 20, "the prefix count runs over a power-of-two lane width",
           interpreted=True),
-    Floor("accept_index: more than 1024 entries (several steps of the count)", 8, "large B*S (PR #26866 class)",
-          interpreted=True),
+    Floor("accept_index: more than 256 entries (several programs)", 8, "Triton programs of 256 entries, each "
+          "counting the kept entries before its own", interpreted=True),
+    Floor("accept_index: more than 2304 entries (a program counts in several steps)", 4, "large B*S (PR #26866 "
+          "class); the Triton count of the entries before a program goes 2048 at a time", interpreted=True),
     Floor("accept_index: S=0", 5, "S = 0: nothing written"),
     Floor("dtype: out_cache_loc int32", 15, "int32 slots (SGLang's NPU path)"),
     Floor("slots: near 2**31", 8, "int32 slots near their top"),
@@ -237,8 +239,8 @@ ASSIGN_FLOORS = (
           interpreted=True),
     Floor("ranges: length 0", 20, "length-0 rows write nothing but count"),
     Floor("ranges: longer than 32", 12, "the kernel loops over 32-wide blocks", interpreted=True),
-    Floor("ranges: longer than 64 (several steps of a program)", 1, "the Triton kernel's 64-slot steps: "
-          "one range suffices"),
+    Floor("ranges: longer than the Triton tile (several steps of a program)", 3, "the Triton tile is about "
+          "the mean length wide (8 to 64 slots): a longer range takes several steps", interpreted=True),
     Floor("ranges: one ends at L", 25, "a range ending exactly at L (bugs #8, #9, #11: spills into the next row)",
           interpreted=True),
     Floor("rows: shared, disjoint ranges", 8, "one row twice with disjoint ranges is valid"),

@@ -160,7 +160,8 @@ def reconstruct_from_mask_worked() -> Example:
 RECONSTRUCT_FLOORS = (
     Floor("tree: N=1", 3, "TREES.md stress: N in {1, 2, 3, 7, ...}", interpreted=True),
     Floor("tree: N not a power of two", 12, "non-powers of two exercise the Triton BLOCK_N tail", interpreted=True),
-    Floor("tree: N > 64 (several row tiles)", 4, "N = 128: the Triton kernel's rows come in several tiles"),
+    Floor("tree: N > 64 (several row tiles)", 4, "N = 65 and 128: past one tile of 64 nodes, the Triton kernel's "
+          "rows come in several tiles", interpreted=True),
     Floor("batch: B=0", 8, "B = 0 writes nothing"),
     Floor("batch: B>1", 12, "one Triton program per request", interpreted=True),
     Floor("mask: two or more roots", 12, "forests: roots never link as siblings", interpreted=True),

@@ -21,8 +21,15 @@ from specverify.strategies.blocks import (batch_size, generator, invalid, label,
                                           one_invalid, short)
 
 BLOCK_T, MAX_ROW = 16, 1024        # tokens and row elements per program of the Triton commit kernel
-COMPACT_BLOCK = 1024               # accept_index entries per step of the Triton running count
-REQUESTS, SLOT_BLOCK = 16, 64      # requests per program, slots per step of a request (Triton assign)
+ACCEPT_BLOCK, COUNT_BLOCK = 256, 2048   # accept_index entries per program, per step of its count (Triton accept)
+REQUESTS, SLOT_BLOCKS = 16, (8, 64)     # requests per program, the range of its tile's width (Triton assign)
+
+
+def assign_tile_width(slots: int, batch: int) -> int:
+    """The Triton assign kernel's tile width: about the mean length out_cache_loc holds room for, a power of
+    two within SLOT_BLOCKS; a longer range takes several steps."""
+    mean = -(-slots // max(batch, 1))
+    return min(max(1 << max(mean - 1, 0).bit_length(), SLOT_BLOCKS[0]), SLOT_BLOCKS[1])
 
 
 def cast(values: np.ndarray, dtype: str) -> np.ndarray:
@@ -388,7 +395,7 @@ def accept_out_cache_loc_valid(draw, ctx: DrawContext, tier: str = "valid") -> E
     width = 1 if kind == "single" else draw(st.one_of(st.integers(1, 8), st.just(0)))
     batch = 1 if kind == "single" else draw(batch_size(ctx, high=32 if ctx.small else 256))
     if stress:   # a batch of many blocks of the running count, B*S not a power of two
-        batch, width = draw(st.sampled_from([(147, 7), (301, 5)] if ctx.small else [(1000, 7), (2049, 5)]))
+        batch, width = draw(st.sampled_from([(331, 7), (470, 5)] if ctx.small else [(1000, 7), (2049, 5)]))
         batch = ctx.limits("B", 0, batch)[1]   # past the usual batch limit unless a domain bounds B
     nodes = width + draw(st.integers(0, 6)) if width else draw(st.integers(1, 4))
     shapes = ["scrambled"] if tier == "hazard" else ["engine", "holes", "bonus only", "all accepted", "holes"]
@@ -398,8 +405,10 @@ def accept_out_cache_loc_valid(draw, ctx: DrawContext, tier: str = "valid") -> E
           else "accept_index: B*S not a power of two")
     if width == 0:
         label("accept_index: S=0")
-    if batch * width > COMPACT_BLOCK:
-        label(f"accept_index: more than {COMPACT_BLOCK} entries (several steps of the count)")
+    if batch * width > ACCEPT_BLOCK:
+        label(f"accept_index: more than {ACCEPT_BLOCK} entries (several programs)")
+    if batch * width > COUNT_BLOCK + ACCEPT_BLOCK:
+        label(f"accept_index: more than {COUNT_BLOCK + ACCEPT_BLOCK} entries (a program counts in several steps)")
     rng = draw(generator())
     index = accepted_rows(rng, batch, width, max(nodes, 1), shape)
     length = batch * max(nodes, 1) + draw(st.sampled_from([0, 0, 3]))
@@ -497,8 +506,6 @@ def request_ranges(draw, rng, batch: int, rows: int, width: int, stress: bool) -
         label("ranges: one ends at L")
     if ((end - start) > 32).any():
         label("ranges: longer than 32")
-    if ((end - start) > SLOT_BLOCK).any():
-        label(f"ranges: longer than {SLOT_BLOCK} (several steps of a program)")
     if ((end - start) == 0).any():
         label("ranges: length 0")
     return pool, start, end
@@ -529,6 +536,8 @@ def assign_req_to_token_valid(draw, ctx: DrawContext, tier: str = "valid") -> Ex
     tail = rng.integers(-2**40, 2**40, draw(st.sampled_from([0, 1, 7])))
     if len(tail):
         label("out_cache_loc: a tail past the sum of lengths")
+    if ((end - start) > assign_tile_width(total + len(tail), batch)).any():
+        label("ranges: longer than the Triton tile (several steps of a program)")
     tail[rng.random(len(tail)) < 0.5] = INT32_MAX + 1
     table = rng.integers(-2**31, 2**31, (rows, width)).astype(np.int32)
     lay = draw(layout(2, True if stress else None))

@@ -272,7 +272,7 @@ def closed_mask(parents: np.ndarray) -> np.ndarray:
 @st.composite
 def reconstruct_from_mask_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     common = [n for n in STRESS_NODES if n <= 17]
-    nodes = draw(st.sampled_from(common * 3 + [32, 63, 64] if ctx.small else [*STRESS_NODES, 128]))
+    nodes = draw(st.sampled_from(common * 3 + [32, 63, 64, 65, 65] if ctx.small else [*STRESS_NODES, 128]))
     budget = 1 << 12 if ctx.small else 1 << 18
     sizes = [b for b in (0, 1, 3, 16, 64) if b * nodes * nodes <= budget and b <= ctx.max_batch
              and (b <= 3 or not ctx.small)]

@@ -90,6 +90,28 @@ def test_s_of_one_walks_no_level():
     assert found["accept_index"] == [0] and found["predicts"] == [5, None] and found["accept_token_num"] == [0]
 
 
+@pytest.mark.parametrize("n", [64, 65, 100])
+@pytest.mark.parametrize("shape", ["chain", "star", "irregular"])
+def test_greedy_walks_agree_either_side_of_a_tile_of_64_nodes(shape, n):
+    """The Triton greedy walk keeps up to 64 nodes in registers and walks larger trees from memory: both
+    ways the path to the deepest node is accepted (a chain of N - 1 matches, an irregular tree), and a star
+    is matched at its last listed sibling."""
+    rng = np.random.default_rng(n)
+    parent = parents(shape, n, rng, 3)
+    token, sibling = links(parent, "shuffled", rng)
+    predict = rng.integers(0, 50, n)
+    on_path, node = np.zeros(n, bool), int(np.argmax(depths(parent)))
+    if shape == "star":    # the last child in list order
+        node = oracle.child_list(token[None], sibling[None], 0, 0)[-1]
+    while node > 0:
+        on_path[node], node = True, int(parent[node])
+    candidates = np.where(on_path, predict[np.maximum(parent, 0)], predict[np.maximum(parent, 0)] + 1)
+    want = int(on_path.sum())
+    found = outputs_everywhere(GREEDY, tree_example(candidates.tolist(), token.tolist(), sibling.tolist(),
+                                                     predict.tolist(), want + 1))
+    assert found["accept_token_num"] == [want]
+
+
 @pytest.mark.parametrize("field,value,words", [
     ("retrieve_next_sibling", [[0, -1, -1]], "cycle"),
     ("retrieve_next_token", [[1, 0, -1]], "cycle"),
