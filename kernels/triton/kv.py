@@ -126,9 +126,12 @@ def commit_draft(*, key, value, slot_mapping, accepted_mask, layout, k_scale, v_
 
 # ---------------------------------------------------------------- tree KV bookkeeping
 
-ACCEPT_BLOCK = 256     # accept_index entries per program (accept)
-COUNT_BLOCK = 2048     # entries per step of a program's count of the kept entries before its own
-REQUESTS = 16          # requests per program (assign)
+ONE_PROGRAM = 1024     # accept_index entries one program takes whole (accept)
+ACCEPT_BLOCK = 256     # entries per program past ONE_PROGRAM (accept)
+COUNT_BLOCK = 4096     # entries per step of a program's count of the kept entries before its own
+ACCEPT_WARPS = 8
+REQUESTS = 4           # requests per program (assign)
+ASSIGN_WARPS = 1
 PREFIX_BLOCK = 1024    # request lengths per step of a program's prefix sum (assign)
 SLOT_BLOCKS = (8, 64)  # slots per request per step of a program's tile (assign): a power of two in this range
 
@@ -166,19 +169,19 @@ def accept_kernel(index_ptr, s_row, s_col, width, loc_ptr, out_ptr, total, FLAT:
 
 @prepared
 def accept_out_cache_loc(*, accept_index, out_cache_loc, accepted_out_cache_loc):
-    """See `specverify.oracles.kv.accept_out_cache_loc`. One launch, one program per ACCEPT_BLOCK entries;
-    any strides of accept_index."""
+    """See `specverify.oracles.kv.accept_out_cache_loc`. One launch: one program up to ONE_PROGRAM entries,
+    else one per ACCEPT_BLOCK entries; any strides of accept_index."""
     validate(oracle.check_accept_out_cache_loc, accept_index, out_cache_loc, accepted_out_cache_loc,
              values=reads_values(accept_index))
     total = accepted_out_cache_loc.shape[0]
     if total == 0 or out_cache_loc.shape[0] == 0:
         return
-    block = min(next_power_of_2(total), ACCEPT_BLOCK)
+    block = next_power_of_2(total) if total <= ONE_PROGRAM else ACCEPT_BLOCK
     s_row, s_col = accept_index.stride()
     width = accept_index.shape[1]
     accept_kernel[(cdiv(total, block),)](accept_index, s_row, s_col, width, out_cache_loc.contiguous(),
                                          accepted_out_cache_loc, total, FLAT=s_row == width * s_col, BLOCK=block,
-                                         COUNT=COUNT_BLOCK)
+                                         COUNT=COUNT_BLOCK, num_warps=ACCEPT_WARPS)
 
 
 @launcher
@@ -223,4 +226,4 @@ def assign_req_to_token(*, req_pool_indices, start_offset, end_offset, out_cache
     assign_kernel[(cdiv(batch, REQUESTS),)](
         req_pool_indices.contiguous(), start_offset.contiguous(), end_offset.contiguous(), out_cache_loc.contiguous(),
         req_to_token, *req_to_token.stride(), batch,
-        BLOCK_R=REQUESTS, BLOCK_B=min(next_power_of_2(batch), PREFIX_BLOCK), BLOCK=width)
+        BLOCK_R=REQUESTS, BLOCK_B=min(next_power_of_2(batch), PREFIX_BLOCK), BLOCK=width, num_warps=ASSIGN_WARPS)

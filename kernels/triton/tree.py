@@ -1,4 +1,4 @@
-"""Triton kernels of the `tree` family: one program per request (per request and 256-byte block for
+"""Triton kernels of the `tree` family: one program per request (per request and PACK_BYTES output bytes for
 `pack_mask`), one launch per call, no host sync outside checked mode.
 
 `tree.build`: a request's parents go to a scratch row first (a barrier makes them visible to the whole
@@ -35,7 +35,8 @@ from specverify.kernels.triton.prepared import prepared, scratch
 from specverify.oracles import tree as oracle
 
 TILE = 4096            # elements of a [rows, BLOCK_N] tile of the link and mask loops
-PACK_BYTES = 256       # output bytes per program of pack_mask (2048 bits)
+PACK_BYTES = 128       # output bytes per program of pack_mask (1024 bits)
+PACK_WARPS = 2
 ONE_TILE_NODES = 64    # reconstruct_from_mask and verify_greedy keep trees up to this many nodes in registers
 
 
@@ -142,8 +143,10 @@ def build(*, parent_list, selected_index, verified_seq_len, topk, depth, N, tree
 
 @launcher
 @triton.jit
-def reconstruct_tile_kernel(mask_ptr, seq_ptr, pos_ptr, ri_ptr, nt_ptr, ns_ptr, N, BLOCK_N: tl.constexpr):
-    """A whole N x N mask in one tile (BLOCK_N <= ONE_TILE_NODES): every output from registers."""
+def reconstruct_tile_kernel(mask_ptr, seq_ptr, pos_ptr, ri_ptr, nt_ptr, ns_ptr, N: tl.constexpr,
+                            BLOCK_N: tl.constexpr):
+    """A whole N x N mask in one tile (BLOCK_N <= ONE_TILE_NODES): every output from registers; N is a
+    compile-time constant (one build per tree size, as the engines specialize)."""
     b = tl.program_id(0).to(tl.int64)
     node = tl.arange(0, BLOCK_N)
     rows, cols = node[:, None], node[None, :]
@@ -206,8 +209,8 @@ def reconstruct_from_mask(*, tree_mask, verified_seq_len, N, positions, retrieve
     block = next_power_of_2(N)
     outputs = (positions, retrieve_index, retrieve_next_token, retrieve_next_sibling)
     if block <= ONE_TILE_NODES:
-        reconstruct_tile_kernel[(batch,)](tree_mask.view(torch.uint8), verified_seq_len, *outputs, N, BLOCK_N=block,
-                                          num_warps=warps_for(block))
+        reconstruct_tile_kernel[(batch,)](tree_mask.view(torch.uint8), verified_seq_len, *outputs, N=N,
+                                          BLOCK_N=block, num_warps=warps_for(block))
         return
     parents = scratch((batch, N), torch.long, verified_seq_len.device)
     reconstruct_kernel[(batch,)](tree_mask.view(torch.uint8), verified_seq_len, parents, *outputs, N, BLOCK_N=block,
@@ -216,11 +219,13 @@ def reconstruct_from_mask(*, tree_mask, verified_seq_len, N, positions, retrieve
 
 @launcher
 @triton.jit
-def pack_kernel(mask_ptr, kv_ptr, out_ptr, packed_ptr, Q, BYTES: tl.constexpr):
+def pack_kernel(mask_ptr, kv_ptr, out_ptr, packed_ptr, Q: tl.constexpr, BYTES: tl.constexpr):
     """Program (r, p) packs bytes [p*BYTES, (p+1)*BYTES) of request r's segment: the offsets of the program's
-    first bit and byte are int64, the lanes' offsets from them int32."""
+    first bit and byte are int64, the lanes' offsets from them int32; Q is a compile-time constant (one build
+    per query width, as the engines specialize)."""
     r = tl.program_id(0)
     start = tl.load(kv_ptr + r).to(tl.int64)
+    out = tl.load(out_ptr + r).to(tl.int64)
     first = tl.program_id(1).to(tl.int64) * BYTES                  # the program's first byte in the segment
     left = (tl.load(kv_ptr + r + 1).to(tl.int64) - start) * Q - first * 8     # bits from that byte on
     bits = tl.minimum(tl.maximum(left, 0), BYTES * 8).to(tl.int32)
@@ -229,8 +234,7 @@ def pack_kernel(mask_ptr, kv_ptr, out_ptr, packed_ptr, Q, BYTES: tl.constexpr):
     index = byte[:, None] * 8 + bit[None, :]
     marked = tl.load(mask_ptr + (start * Q + first * 8) + index, mask=index < bits, other=0) != 0
     value = tl.sum(marked.to(tl.int32) << bit[None, :], axis=1)
-    where = packed_ptr + (tl.load(out_ptr + r).to(tl.int64) + first)
-    tl.store(where + byte, value.to(tl.uint8), mask=byte * 8 < bits)
+    tl.store(packed_ptr + (out + first) + byte, value.to(tl.uint8), mask=byte * 8 < bits)
 
 
 @prepared
@@ -243,7 +247,8 @@ def pack_mask(*, mask, kv_indptr, packed_indptr, Q, max_kv_len, packed):
     if batch == 0 or blocks == 0:
         return
     source = mask.view(torch.uint8) if mask.numel() else kv_indptr      # never read when empty
-    pack_kernel[(batch, blocks)](source, kv_indptr, packed_indptr, packed, Q, BYTES=PACK_BYTES)
+    pack_kernel[(batch, blocks)](source, kv_indptr, packed_indptr, packed, Q=Q, BYTES=PACK_BYTES,
+                                 num_warps=PACK_WARPS)
 
 
 # ---------------------------------------------------------------- tree verification
@@ -319,19 +324,20 @@ def greedy_tile_kernel(cand_ptr, index_ptr, token_ptr, sibling_ptr, predict_ptr,
     slot = tl.load(index_ptr + row, mask=live, other=0)
     want = tl.load(predict_ptr + slot, mask=live, other=0)                # the target's prediction at each node
     place = tl.where(lanes == 0, 0, -1)                                   # each node's place on the path
-    count = tl.sum(place * 0, axis=0)
+    count = tl.sum(place * 0, axis=0)                                     # int32 scalars from here on
     node = count
     go = levels > 0
     while go:
         goal = at(want, lanes, node)
-        c = at(first, lanes, node)
+        c = at(first, lanes, node).to(tl.int32)
         packed = step + (cand == goal).to(step.dtype)
-        found = c * 0 - 1
+        found = count * 0 - 1
         walked = count * 0
         while (c >= 0) & (walked < n):
             link = at(packed, lanes, c)
-            found = tl.where((link & 1) == 1, c, found)
-            c = tl.where((link & 1) == 1, -1, (link >> 1) - 1)
+            hit = (link & 1) == 1
+            found = tl.where(hit, c, found)
+            c = tl.where(hit, -1, (link >> 1) - 1).to(tl.int32)
             walked += 1
         go = found >= 0
         count += go.to(count.dtype)

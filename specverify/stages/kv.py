@@ -159,10 +159,10 @@ ACCEPT_FLOORS = (
     Floor("accept_index: holes", 6, "order kept around a -1 mid-row", interpreted=True),
     Floor("accept_index: B*S not a power of two", 20, "the prefix count runs over a power-of-two lane width",
           interpreted=True),
-    Floor("accept_index: more than 256 entries (several programs)", 8, "Triton programs of 256 entries, each "
-          "counting the kept entries before its own", interpreted=True),
-    Floor("accept_index: more than 2304 entries (a program counts in several steps)", 4, "large B*S (PR #26866 "
-          "class); the Triton count of the entries before a program goes 2048 at a time", interpreted=True),
+    Floor("accept_index: more than 1024 entries (several programs)", 8, "past 1024 entries, Triton programs of "
+          "256, each counting the kept entries before its own", interpreted=True),
+    Floor("accept_index: more than 4352 entries (a program counts in several steps)", 4, "large B*S (PR #26866 "
+          "class); the Triton count of the entries before a program goes 4096 at a time", interpreted=True),
     Floor("accept_index: S=0", 5, "S = 0: nothing written"),
     Floor("dtype: out_cache_loc int32", 15, "int32 slots (SGLang's NPU path)"),
     Floor("slots: near 2**31", 8, "int32 slots near their top"),
@@ -235,7 +235,7 @@ def assign_req_to_token_worked() -> Example:
 
 ASSIGN_FLOORS = (
     Floor("batch: B not a power of two", 15, "SGLang sums the prefix over next_pow2(B) lanes", interpreted=True),
-    Floor("batch: more than 16 requests (several programs)", 10, "Triton programs of 16 requests",
+    Floor("batch: more than 4 requests (several programs)", 10, "Triton programs of 4 requests",
           interpreted=True),
     Floor("ranges: length 0", 20, "length-0 rows write nothing but count"),
     Floor("ranges: longer than 32", 12, "the kernel loops over 32-wide blocks", interpreted=True),

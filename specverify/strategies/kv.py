@@ -21,8 +21,9 @@ from specverify.strategies.blocks import (batch_size, generator, invalid, label,
                                           one_invalid, short)
 
 BLOCK_T, MAX_ROW = 16, 1024        # tokens and row elements per program of the Triton commit kernel
-ACCEPT_BLOCK, COUNT_BLOCK = 256, 2048   # accept_index entries per program, per step of its count (Triton accept)
-REQUESTS, SLOT_BLOCKS = 16, (8, 64)     # requests per program, the range of its tile's width (Triton assign)
+ONE_PROGRAM, ACCEPT_BLOCK, COUNT_BLOCK = 1024, 256, 4096   # Triton accept: entries one program takes whole, per
+                                                          # program past that, per step of a program's count
+REQUESTS, SLOT_BLOCKS = 4, (8, 64)      # requests per program, the range of its tile's width (Triton assign)
 
 
 def assign_tile_width(slots: int, batch: int) -> int:
@@ -395,7 +396,7 @@ def accept_out_cache_loc_valid(draw, ctx: DrawContext, tier: str = "valid") -> E
     width = 1 if kind == "single" else draw(st.one_of(st.integers(1, 8), st.just(0)))
     batch = 1 if kind == "single" else draw(batch_size(ctx, high=32 if ctx.small else 256))
     if stress:   # a batch of many blocks of the running count, B*S not a power of two
-        batch, width = draw(st.sampled_from([(331, 7), (470, 5)] if ctx.small else [(1000, 7), (2049, 5)]))
+        batch, width = draw(st.sampled_from([(630, 7), (900, 5)] if ctx.small else [(1000, 7), (2049, 5)]))
         batch = ctx.limits("B", 0, batch)[1]   # past the usual batch limit unless a domain bounds B
     nodes = width + draw(st.integers(0, 6)) if width else draw(st.integers(1, 4))
     shapes = ["scrambled"] if tier == "hazard" else ["engine", "holes", "bonus only", "all accepted", "holes"]
@@ -405,8 +406,8 @@ def accept_out_cache_loc_valid(draw, ctx: DrawContext, tier: str = "valid") -> E
           else "accept_index: B*S not a power of two")
     if width == 0:
         label("accept_index: S=0")
-    if batch * width > ACCEPT_BLOCK:
-        label(f"accept_index: more than {ACCEPT_BLOCK} entries (several programs)")
+    if batch * width > ONE_PROGRAM:
+        label(f"accept_index: more than {ONE_PROGRAM} entries (several programs)")
     if batch * width > COUNT_BLOCK + ACCEPT_BLOCK:
         label(f"accept_index: more than {COUNT_BLOCK + ACCEPT_BLOCK} entries (a program counts in several steps)")
     rng = draw(generator())
