@@ -18,7 +18,7 @@ from specverify.oracles.kv import BITS, FP8, LAYOUTS, SOURCES, fp8_code_of_bits,
 from specverify.records.stage import Buffer, DrawContext, Example, Layout
 from specverify.records.values import output_value
 from specverify.strategies.blocks import (batch_size, generator, invalid, label, labelled_dtype, layout, mode,
-                                          one_invalid, short)
+                                          one_invalid, power_of_two_at_least, short)
 
 BLOCK_T, MAX_ROW = 16, 1024        # tokens and row elements per program of the Triton commit kernel
 ONE_PROGRAM, ACCEPT_BLOCK, COUNT_BLOCK = 1024, 256, 4096   # Triton accept: entries one program takes whole, per
@@ -29,8 +29,7 @@ REQUESTS, SLOT_BLOCKS = 4, (8, 64)      # requests per program, the range of its
 def assign_tile_width(slots: int, batch: int) -> int:
     """The Triton assign kernel's tile width: about the mean length out_cache_loc holds room for, a power of
     two within SLOT_BLOCKS; a longer range takes several steps."""
-    mean = -(-slots // max(batch, 1))
-    return min(max(1 << max(mean - 1, 0).bit_length(), SLOT_BLOCKS[0]), SLOT_BLOCKS[1])
+    return min(max(power_of_two_at_least(-(-slots // max(batch, 1))), SLOT_BLOCKS[0]), SLOT_BLOCKS[1])
 
 
 def cast(values: np.ndarray, dtype: str) -> np.ndarray:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import os
 import sys
 
 EXAMPLES = "12"        # valid-tier examples per stage (the other tiers get none or a few)
@@ -64,7 +65,6 @@ def record(path: str) -> int:
                    "--no-isolate", "--devices", "cpu:1", "--findings", path + ".findings"])
     with open(path + ".tmp", "w") as f:
         json.dump(list(found.values()), f, default=str)
-    import os
     os.replace(path + ".tmp", path)
     return status
 
@@ -75,7 +75,8 @@ def build(path: str) -> int:
     from triton.compiler import ASTSource
 
     failed = 0
-    specs = json.load(open(path))
+    with open(path) as f:
+        specs = json.load(f)
     for spec in specs:
         kernel = getattr(importlib.import_module(spec["module"]), spec["name"])
         fn = getattr(kernel, "fn", kernel)                       # a @launcher kernel holds its JITFunction
