@@ -26,7 +26,7 @@ def last_tokens(token_ids: torch.Tensor, lengths: torch.Tensor, depth: int):
     """([B, M] h_b[L - 1 - i], [B, M] whether i < L - 1): each request's last tokens read backwards, as many
     as a match may use (it leaves a follower)."""
     back = iota(depth, token_ids)
-    columns = (lengths[:, None] - 1 - back).clamp(0, token_ids.shape[1] - 1)
+    columns = (lengths[:, None] - 1 - back).clamp(min=0)           # L <= T: never past the row
     return token_ids.gather(1, columns), back < lengths[:, None] - 1
 
 

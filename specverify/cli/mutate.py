@@ -45,7 +45,7 @@ def run(args) -> int:
     except mutate.EquivalentError as exc:
         raise UsageError(str(exc)) from None
     options = mutate.Options(args.profile, args.examples, args.seed, selection.outside_device(args), args.jobs,
-                             args.deadline, args.timeout, args.waivers, args.cases, args.out)
+                             args.deadline, args.timeout, args.waivers, args.cases, args.out, tuple(args.check or ()))
     chosen = subjects(args)
     enumerated = [(subject, *mutate.enumerate_mutants(subject.impl, args.operator)) for subject in chosen]
     known = {m.id for _, everything, _ in enumerated for m in everything}

@@ -179,7 +179,7 @@ OPTIONS: tuple[Option, ...] = (
            plan="waivers"),
     Option("dialect", ("check", "replay", "pytest"), "judge by this rule dialect of the stage ('' the record's "
            "rule; default: our backends under every rule they follow)", metavar="NAME"),
-    Option("check", CHECK_LIKE, "only these checks (repeatable)", parse=OneOf("check", _checks),
+    Option("check", (*CHECK_LIKE, "mutate"), "only these checks (repeatable)", parse=OneOf("check", _checks),
            action="append", metavar="CHECK", plan="checks"),
     # how many, how reproducible, how long
     Option("profile", ("check", "mutate", "pytest"), "the examples drawn and their reproducibility (default ci)",

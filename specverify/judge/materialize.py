@@ -6,6 +6,11 @@ so a write one element past either end lands in a guard. Inputs' guards and gaps
 outputs are poisoned everywhere. After the call the whole arena is read back and judged byte for byte by
 the caller (`harness`), never by the process that ran the implementation.
 
+A slot with `wide` strides (Torch tensors; the judge lays them out with `wide_strides`, so that the view's
+last step along one axis lies past 2**31 elements) is handed over from a storage of its own on the slot's
+device: its values are copied in before the call and back into the arena's slot after it (`specverify.runs.
+wide_offsets`); the storage's gaps hold the guard pattern and are not read back.
+
 The arena is plain bytes and a `Plan` is plain data, so an isolated worker needs nothing else.
 """
 from __future__ import annotations
@@ -34,6 +39,7 @@ class Slot:
     shape: tuple[int, ...]     # of the view handed over
     layout: Layout
     offset: int                # byte offset of the front guard in the arena
+    wide: tuple[int, ...] | None = None   # strides of a view handed over from a storage of its own (wide_strides)
 
     @cached_property
     def itemsize(self) -> int:
@@ -109,6 +115,30 @@ def plan(stage: Stage, example: Example, poison: int = POISON_A,
     return Plan(stage.name, slots, values, containers, offset), arena
 
 
+WIDE_PAST = 2**31      # the element offset the last step along a wide axis reaches (tests lower it on the CPU)
+WIDE_ALIGN = 16        # a wide step is a multiple of this many elements (as engines' allocations are)
+
+
+def wide_strides(shape: tuple[int, ...], strides: tuple[int, ...], axis: int) -> tuple[tuple[int, ...], int] | None:
+    """(element strides, storage elements) of a view of `shape` whose steps along `axis` are a stride
+    W < 2**31 apart, with (shape[axis] - 1) * W >= WIDE_PAST: the other axes lie densely inside one step, in
+    the order of their `strides`. None where no such W exists (fewer than 3 steps, or an empty view)."""
+    count = shape[axis]
+    if count < 3 or 0 in shape:
+        return None
+    found = [0] * len(shape)
+    inner = 1
+    for a in sorted((a for a in range(len(shape)) if a != axis), key=lambda a: (strides[a], a)):
+        found[a] = inner
+        inner *= shape[a]
+    step = max(inner, -(-WIDE_PAST // (count - 1)))
+    step = -(-step // WIDE_ALIGN) * WIDE_ALIGN
+    if step >= 2**31:
+        return None
+    found[axis] = step
+    return tuple(found), (count - 1) * step + inner
+
+
 def aligned(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
@@ -144,6 +174,7 @@ class Bound:
         self.plan, self.arena, self.lib, self.device = plan, arena, lib, device
         self.kwargs: dict[str, Any] = {}
         self.device_slots: dict[str, Any] = {}     # CUDA: the device copy of each slot's bytes
+        self.wide_views: dict[str, tuple[Any, Any]] = {}   # wide slots: (the slot's own view, the wide view)
         self.kept = False                          # a probe read the device slots itself (`keep_readings`)
         for name, value in plan.values.items():
             self.kwargs[name] = copy.deepcopy(value)
@@ -164,16 +195,40 @@ class Bound:
             self.device_slots[slot.name] = raw
         start = GUARD_BYTES
         base = raw[start:start + slot.base_bytes].view(torch_dtype(slot.dtype)).view(slot.base_shape)
-        return slot.view_of(base)
+        view = slot.view_of(base)
+        if slot.wide is None:
+            return view
+        elements = 1 + sum((n - 1) * s for n, s in zip(slot.shape, slot.wide))
+        storage = torch.empty(elements, dtype=view.dtype, device=view.device)
+        storage.view(torch.uint8).fill_(GUARD)
+        wide = storage.as_strided(slot.shape, slot.wide)
+        wide.copy_(view)
+        self.wide_views[slot.name] = (view, wide)
+        return wide
 
     def read_back(self) -> None:
         """Copy device slots back into the arena (CPU slots are the arena already); nothing when a probe
         has kept its own readings."""
         if self.kept:
             return
+        if self.wide_views:
+            self.narrow()
         for name, raw in self.device_slots.items():
             slot = self.plan.slots[name]
             self.arena[slot.offset:slot.end] = raw.cpu().numpy()
+
+    def narrow(self) -> None:
+        """Copy each wide view back into its slot, and give the wide storages back to the device (the next
+        may be another process's)."""
+        import torch
+
+        for name, (view, wide) in self.wide_views.items():
+            view.copy_(wide)
+            self.kwargs[name] = view
+        self.wide_views.clear()
+        del view, wide
+        if self.device != "cpu":
+            torch.cuda.empty_cache()
 
     def keep_readings(self, readings: dict[str, np.ndarray]) -> None:
         """The device slots' bytes as a probe read them (on its own stream: `probes.stream_order`) become

@@ -96,6 +96,7 @@ class Options:
     waivers: Path | None = None     # the vendor's waiver file (check --waivers)
     cases: Path | None = None       # the vendor's case folder (check --cases)
     out: Path = Path("specverify-mutants")   # the killing cases are copied under out/cases/
+    checks: tuple[str, ...] = ()    # only these checks (check --check; empty: the target's default checks)
 
 
 @dataclass
@@ -174,9 +175,9 @@ def median_examples(results: list[Result]) -> float | None:
 
 # --- the vendor's judgement: mutants it holds equivalent -----------------------------------------------
 
-def load_equivalent(path: Path) -> dict[str, tuple[str, str | None]]:
-    """The equivalence file: `[[mutant]]` tables of `id`, `reason` (both required) and `stage` (optional:
-    only there). Returns id -> (reason, stage)."""
+def load_equivalent(path: Path) -> dict[str, tuple[str, tuple[str, ...] | None]]:
+    """The equivalence file: `[[mutant]]` tables of `id`, `reason` (both required) and `stage` (optional: only
+    there; a stage name or a list of them). Returns id -> (reason, the stages or None for every stage)."""
     try:
         data = tomllib.loads(Path(path).read_text())
     except OSError as exc:
@@ -185,7 +186,7 @@ def load_equivalent(path: Path) -> dict[str, tuple[str, str | None]]:
         raise EquivalentError(f"--equivalent {path}: not TOML ({exc})") from None
     if set(data) - {"mutant"} or not isinstance(data.get("mutant", []), list):
         raise EquivalentError(f"--equivalent {path}: holds only [[mutant]] tables (id, reason, stage)")
-    found: dict[str, tuple[str, str | None]] = {}
+    found: dict[str, tuple[str, tuple[str, ...] | None]] = {}
     for i, entry in enumerate(data.get("mutant", []), 1):
         where = f"--equivalent {path}: mutant #{i}"
         if not isinstance(entry, dict) or set(entry) - {"id", "reason", "stage"}:
@@ -193,15 +194,18 @@ def load_equivalent(path: Path) -> dict[str, tuple[str, str | None]]:
         for key in ("id", "reason"):
             if not isinstance(entry.get(key), str) or not entry[key].strip():
                 raise EquivalentError(f"{where}: {key} must be a non-empty string")
-        if "stage" in entry and not isinstance(entry["stage"], str):
-            raise EquivalentError(f"{where}: stage must be a string")
+        stages = entry.get("stage")
+        stages = [stages] if isinstance(stages, str) else stages
+        if stages is not None and (not isinstance(stages, list) or not stages
+                                   or not all(isinstance(x, str) for x in stages)):
+            raise EquivalentError(f"{where}: stage must be a stage name or a list of them")
         if entry["id"] in found:
             raise EquivalentError(f"{where}: id {entry['id']!r} is listed twice")
-        found[entry["id"]] = (entry["reason"].strip(), entry.get("stage"))
+        found[entry["id"]] = (entry["reason"].strip(), None if stages is None else tuple(stages))
     return found
 
 
-def stale(equivalent: dict[str, tuple[str, str | None]], known: set[str]) -> list[str]:
+def stale(equivalent: dict[str, tuple[str, tuple[str, ...] | None]], known: set[str]) -> list[str]:
     """Ids of the equivalence file that name no mutant of the run's implementations."""
     return sorted(i for i in equivalent if i not in known)
 
@@ -240,6 +244,8 @@ def check_command(subject: Subject, options: Options, folder: Path, view: tuple[
         command += ["--waivers", str(options.waivers)]
     if options.cases is not None:
         command += ["--cases", str(options.cases)]
+    for name in options.checks:
+        command += ["--check", name]
     return command
 
 
@@ -413,7 +419,7 @@ def view_baseline(subject: Subject, options: Options, view: tuple[str, str] | No
 
 
 def run_mutants(subject: Subject, found: list[Mutant], options: Options,
-                equivalent: dict[str, tuple[str, str | None]] | None = None, enumerated: int | None = None,
+                equivalent: dict[str, tuple[str, tuple[str, ...] | None]] | None = None, enumerated: int | None = None,
                 progress: Callable[[Subject, Result], None] | None = None) -> StageRun:
     """The baseline, then every mutant of `found` (`options.jobs` at a time): one StageRun, results in
     the order of `found`. `equivalent`: `load_equivalent`'s mapping; `progress` hears of each result."""
@@ -425,8 +431,8 @@ def run_mutants(subject: Subject, found: list[Mutant], options: Options,
 
     def one(mutant: Mutant) -> Result:
         result = run_mutant(subject, mutant, options, deadline)
-        reason, stage = (equivalent or {}).get(mutant.id, ("", None))
-        if result.outcome == "survived" and reason and stage in (None, subject.stage):
+        reason, stages = (equivalent or {}).get(mutant.id, ("", None))
+        if result.outcome == "survived" and reason and (stages is None or subject.stage in stages):
             result.judged = reason
         if progress is not None:
             progress(subject, result)

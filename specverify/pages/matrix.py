@@ -12,7 +12,8 @@ order. A cell is one category:
 
 - `conforms`, `domain` (conforms within its declared domain: the verdict carries a `domain`),
 - `contract` (fails the contract: the valid tier), `robustness` (fails the hazard tier), `property`
-  (fails another level: no-sync, launches, graph-replay, stream-order, cross-device),
+  (fails another level: wide-offsets, no-sync, launches, graph-replay, stream-order,
+  cross-device),
 - `crashed` (a failure of kind signal, exit or lost), `timeout` (of kind timeout),
 - `incomplete` (nothing failed, but the target's time ran out before a level's examples were done),
 - `unchecked` (the contract was not run, was skipped by a waiver, or the suite broke),

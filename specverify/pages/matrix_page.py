@@ -68,7 +68,7 @@ table.reports th, table.reports td { border: 1px solid #c9ccd1; padding: 4px 8px
 MEANINGS = {"conforms": "every level asked passes", "domain": "passes, on the domain the vendor declared",
             "contract": "the valid tier: an output byte differs from the oracle's, or a stray write",
             "robustness": "the hazard tier: pathological input breaks an invariant",
-            "property": "no-sync, launches, graph-replay, stream-order or cross-device",
+            "property": "wide-offsets, no-sync, launches, graph-replay, stream-order or cross-device",
             "crashed": "the process died (a signal, an exit, a broken answer)",
             "timeout": "a call ran past its time limit",
             "incomplete": "every example that ran passed, but the target's time ran out before all were drawn",

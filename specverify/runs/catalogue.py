@@ -1,7 +1,8 @@
 """Checks: the questions asked of a target. A run is a list of (target, check) pairs, each one Outcome.
 
 `corpus` replays the regression corpus (the suite's and the vendor's case files); `valid`, `hazard` and
-`invalid` search the three input tiers (byte identity; invariants and untouched bytes; a clear refusal).
+`invalid` search the three input tiers (byte identity; invariants and untouched bytes; a clear refusal);
+`wide-offsets` asks the valid tier again with strided fields spread past 2**31 elements (CUDA).
 Checks run in ascending `order`, so a known failure from the corpus shows before any new draw. The GPU
 property checks (no host sync, launches per call, CUDA-graph replay, stream order, cross-device) come
 from `specverify.runs.properties`; a new check is one more entry of `CHECKS`, with no change to the
@@ -19,6 +20,7 @@ from specverify.runs.independence import INDEPENDENT
 from specverify.runs.properties import PROPERTY_CHECKS
 from specverify.runs.protocol import Check, Context, Outcome, validates
 from specverify.runs.search import search, verify_tier
+from specverify.runs.wide_offsets import WIDE_OFFSETS
 
 
 def tier_check(tier: str, doc: str, order: int, applies: Callable[[Target], str | None]) -> Check:
@@ -66,7 +68,7 @@ HAZARD = tier_check("hazard", "invariants and untouched bytes on pathological in
 INVALID = tier_check("invalid", "a clear ValueError/TypeError naming the field", 30, _validates)
 
 CHECKS: dict[str, Check] = {check.name: check for check in (CORPUS, VALID, DISTRIBUTION, HAZARD, INDEPENDENT,
-                                                              INVALID, *PROPERTY_CHECKS)}
+                                                              INVALID, WIDE_OFFSETS, *PROPERTY_CHECKS)}
 
 
 def ordered(names=None) -> list[Check]:

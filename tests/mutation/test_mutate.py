@@ -170,11 +170,16 @@ def test_judging_a_check_process_without_report():
 
 
 def test_equivalence_file(tmp_path):
-    assert mutate.load_equivalent(EQUIVALENT)[PLANTED][1] == "rejection.expand"
+    assert mutate.load_equivalent(EQUIVALENT)[PLANTED][1] == ("rejection.expand",)
+    listed = tmp_path / "listed.toml"
+    listed.write_text('[[mutant]]\nid = "a"\nreason = "r"\nstage = ["x.y", "x.z"]\n')
+    assert mutate.load_equivalent(listed) == {"a": ("r", ("x.y", "x.z"))}
     bad = tmp_path / "eq.toml"
     for text, words in [('[[mutant]]\nid = "a"\n', "reason must be a non-empty string"),
                         ('[[mutant]]\nid = "a"\nreason = "r"\nwhy = 1\n', "only the keys"),
                         ('[[mutant]]\nid = "a"\nreason = "r"\n[[mutant]]\nid = "a"\nreason = "s"\n', "listed twice"),
+                        ('[[mutant]]\nid = "a"\nreason = "r"\nstage = []\n', "a stage name or a list"),
+                        ('[[mutant]]\nid = "a"\nreason = "r"\nstage = 3\n', "a stage name or a list"),
                         ('mutant = 3\n', "holds only"), ("[[mutant\n", "not TOML")]:
         bad.write_text(text)
         with pytest.raises(mutate.EquivalentError, match=words):
