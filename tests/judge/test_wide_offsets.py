@@ -97,6 +97,16 @@ def test_our_torch_kernels_pass_wide_layouts_of_every_strided_field(tmp_path, on
     assert outcomes["wide-offsets"].measures["wide calls"] >= 1
 
 
+@pytest.mark.parametrize("name", ["scv.acceptance_mask", "kv.assign_req_to_token"])
+def test_our_triton_kernels_take_wide_strides_in_the_interpreter(tmp_path, on_the_cpu, name):
+    """The strides a wide layout hands over (W, a multiple of 16, on any axis) reach Triton's launch whole."""
+    on_the_cpu()
+    stage = registry.all_stages()[name]
+    outcomes = run_wide(tmp_path, stage.impls["triton"], "cpu", stage, "triton", ("wide-offsets",))
+    assert outcomes["wide-offsets"].status == "passed", outcomes["wide-offsets"].headline
+    assert outcomes["wide-offsets"].measures["wide calls"] >= 1
+
+
 def test_offsets_formed_too_narrow_are_caught_and_their_wide_twin_passes_on_the_cpu(tmp_path, on_the_cpu):
     on_the_cpu(2**16)
     outcomes = run_wide(tmp_path, "tests.planted_wide:int16_offsets_torch", "cpu")
