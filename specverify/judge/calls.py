@@ -25,7 +25,8 @@ from specverify.judge.materialize import Bound, Plan
 class CallError:
     """What went wrong in a call, in words the judge can use without trusting the callee."""
     kind: str                    # "raised", "exit", "signal", "timeout", "lost" (the worker broke protocol),
-                                 # "missing" (an import path that names nothing), "load" (it did not load)
+                                 # "missing" (an import path that names nothing), "load" (it did not load),
+                                 # "no-room" (the suite found no device memory for a wide argument: not called)
     text: str                    # one line
     types: tuple[str, ...] = ()  # "raised": the exception's class and its bases, by name
     trace: str = ""              # the last frames, or the worker's last output lines
@@ -127,6 +128,9 @@ def invoke(impl: Callable[..., Any], plan: Plan, arena: np.ndarray, lib: str, de
 
     bound = Bound(plan, arena, lib, device)
     returned, error, measures = None, None, {}
+    if bound.no_room:           # the suite could not lay out a wide argument: nothing is called
+        bound.read_back()
+        return returned, CallError("no-room", bound.no_room), bound, measures
     try:
         with checked_mode(checked), time_limit(timeout), on_device(device):
             warm_backend(warm_up, device)

@@ -176,6 +176,7 @@ class Bound:
         self.device_slots: dict[str, Any] = {}     # CUDA: the device copy of each slot's bytes
         self.wide_views: dict[str, tuple[Any, Any]] = {}   # wide slots: (the slot's own view, the wide view)
         self.kept = False                          # a probe read the device slots itself (`keep_readings`)
+        self.no_room = ""                          # why a wide storage could not be made (the call is not made)
         for name, value in plan.values.items():
             self.kwargs[name] = copy.deepcopy(value)
         for name, (container, value) in plan.containers.items():
@@ -199,12 +200,29 @@ class Bound:
         if slot.wide is None:
             return view
         elements = 1 + sum((n - 1) * s for n, s in zip(slot.shape, slot.wide))
-        storage = torch.empty(elements, dtype=view.dtype, device=view.device)
+        storage = self.wide_storage(elements, view)
+        if storage is None:
+            return view
         storage.view(torch.uint8).fill_(GUARD)
         wide = storage.as_strided(slot.shape, slot.wide)
         wide.copy_(view)
         self.wide_views[slot.name] = (view, wide)
         return wide
+
+    def wide_storage(self, elements: int, like):
+        """A storage of `elements` of `like`'s dtype on its device, or None (with `no_room` set) where the
+        device has no room for it even after its cache is emptied: the suite's limit, not the callee's fault."""
+        import torch
+
+        for attempt in range(2):
+            try:
+                return torch.empty(elements, dtype=like.dtype, device=like.device)
+            except torch.cuda.OutOfMemoryError:
+                if attempt == 0 and like.device.type == "cuda":
+                    torch.cuda.empty_cache()
+        self.no_room = (f"a wide storage of {elements * like.element_size() / 2**30:.1f} GiB did not fit on "
+                        f"{like.device}")
+        return None
 
     def read_back(self) -> None:
         """Copy device slots back into the arena (CPU slots are the arena already); nothing when a probe

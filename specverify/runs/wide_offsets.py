@@ -9,7 +9,8 @@ same call is made with that one field laid out wide (`materialize.wide_strides`:
 axis W < 2**31 elements apart, so the last one lies past 2**31; the other axes dense inside a step) and
 judged as the valid tier judges. A wide storage is up to 3 * 2**30 elements (24 GiB for 8-byte ones):
 one is on the device at a time on this machine (a lock every process takes), and the check is asked
-only of devices with MIN_MEMORY or more.
+only of devices with MIN_MEMORY or more. A storage that still does not fit (other processes hold the memory)
+is the suite's limit: the check breaks with that reason, and the implementation is not called.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Iterator
 
+from specverify import env
 from specverify.judge import materialize
 from specverify.judge.harness import clock, expect, judge
 from specverify.records.backends import Target
@@ -52,12 +54,16 @@ def applies(target: Target) -> str | None:
         return "no field may arrive strided: its offsets stay within its own size"
     memory = device_memory()
     if memory < MIN_MEMORY:
-        return f"needs a device of {MIN_MEMORY >> 30} GiB or more ({memory / 2**30:.0f} GiB here)"
+        here = f"{memory / 2**30:.0f} GiB here" if memory else "no CUDA device here"
+        return f"needs a CUDA device of {MIN_MEMORY >> 30} GiB or more ({here})"
     return None
 
 
 @lru_cache(maxsize=None)
 def device_memory() -> int:
+    """Bytes of memory of the current CUDA device (0 without one)."""
+    if not env.cuda_available():
+        return 0
     import torch
 
     return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
@@ -99,6 +105,8 @@ def verify_wide(target: Target, example: Example, ctx: Context) -> dict:
         plan.slots[name] = replace(slot, wide=strides)
         with clock("call"), one_at_a_time():
             result = ctx.caller.call(plan, arena)
+        if result.error is not None and result.error.kind == "no-room":
+            raise RuntimeError(f"{result.error.text}: the wide-offsets check needs that much free device memory")
         failure = judge(target.stage, example, expected, result,
                         f"{target.label} (`{name}` laid out with its axis {axis} steps {strides[axis]} elements "
                         f"apart, the last past {materialize.WIDE_PAST})")

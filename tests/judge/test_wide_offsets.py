@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from specverify.judge import materialize
-from specverify.records import registry
+from specverify.records import backends, registry
 from specverify.records.backends import BACKENDS, Target
 from specverify.records.domain import Domain, Restriction
 from specverify.runs import session, wide_offsets
@@ -130,3 +130,22 @@ def test_a_kernel_with_32_bit_offsets_is_caught_past_2_31_and_its_64_bit_twin_pa
     assert {c: o.status for c, o in outcomes.items()} == {"valid": "passed", "wide-offsets": "passed"}, \
         {c: o.headline for c, o in outcomes.items()}
     assert outcomes["wide-offsets"].measures["wide calls"] >= 1
+
+
+def test_no_room_for_a_wide_storage_breaks_the_check_without_calling(tmp_path, on_the_cpu, monkeypatch):
+    """Device memory that other processes hold is the suite's limit: the check breaks, naming it, and the
+    implementation is never called with a narrowed argument."""
+    on_the_cpu()
+    calls = []
+
+    def no_room(self, elements, like):
+        self.no_room = f"a wide storage of {elements} elements did not fit on {like.device}"
+
+    monkeypatch.setattr(materialize.Bound, "wide_storage", no_room)
+    stage = registry.all_stages()["scv.acceptance_mask"]
+    impl = backends.load(stage.impls["torch"])
+    target = Target(stage, BACKENDS["torch"], "cpu", "x:y", impl=lambda **kw: calls.append(1) or impl(**kw))
+    plan = session.RunPlan.build("ci", examples=20, findings=tmp_path, checks=("wide-offsets",))
+    [outcome] = session.run([target], plan)
+    assert outcome.status == "error" and "did not fit" in outcome.headline, outcome.headline
+    assert "needs that much free device memory" in outcome.headline and not calls

@@ -8,9 +8,19 @@ import pytest
 import torch
 
 from specverify.oracles import ngram as oracle
+from specverify.runs.wide_offsets import one_at_a_time
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (offsets past 2**31 elements)")
 RULES = ["", "rightmost_last", "short"]
+
+
+@pytest.fixture(autouse=True)
+def one_big_buffer_at_a_time():
+    """Up to 12 GiB each: one such test (or wide-offsets call) on the machine's GPUs at a time, its memory given
+    back after it, so that `pytest -n 8` runs them whatever ran before."""
+    with one_at_a_time():
+        yield
+        torch.cuda.empty_cache()
 
 
 def kernel(rule: str):
