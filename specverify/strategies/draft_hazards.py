@@ -23,10 +23,11 @@ def tested(drafts: np.ndarray, counts: np.ndarray, t: Tables, u: np.ndarray) -> 
 
 
 def label_tested_oov(drafts: np.ndarray, counts: np.ndarray, t: Tables, u: np.ndarray | None,
-                     sampled: np.ndarray | None) -> None:
+                     sampled: np.ndarray | None, grid: bool = False) -> None:
     """Label a -1 or out-of-vocabulary draft whose test a non-greedy request (`sampled` per request; None:
     every request) reaches, and whether V is small for the latter (vLLM's random kernel reads p and q of
-    such a draft from the cells of the row before or the next rows: with a small V they often pass)."""
+    such a draft from the cells of the row before or the next rows: with a small V they often pass); `grid`:
+    every request has max_spec_len drafts (kernels take such a batch as a [B, S] grid, a path of its own)."""
     if u is None or not drafts.size:
         return
     vocab = t.target.shape[1]
@@ -38,6 +39,8 @@ def label_tested_oov(drafts: np.ndarray, counts: np.ndarray, t: Tables, u: np.nd
         label("reached: an out-of-vocabulary draft tested")
         if vocab <= SMALL_VOCAB:
             label(f"reached: an out-of-vocabulary draft tested, V <= {SMALL_VOCAB}")
+        if grid:
+            label("reached: an out-of-vocabulary draft tested, every request max_spec_len drafts")
 
 
 @st.composite

@@ -434,12 +434,15 @@ def sample_valid(draw, ctx: DrawContext, uniforms_of=uniforms) -> Example:
     excluded = ctx.excluded_kinds("draft_token_ids")
     drafts = draw(drafts_against(first_max_rows(t.target), counts, vocab, kind == "stress", excluded))
     is_greedy = draw(greedy_rows(batch.batch, kind == "stress", ctx.given("is_greedy")))
+    grid = batch.max_spec_len is not None and len(counts) > 0 and bool((counts == batch.max_spec_len).all())
     if is_greedy is not None:
         drafts = draw(oov_first_drafts(drafts, counts, vocab, is_greedy, excluded))
     noise = is_greedy is not None
     bonus = rng.integers(0, draw(bound(vocab)), batch.batch).astype(np.int64)
     u = draw(uniforms_of(drafts, t, kind == "stress")) if noise else None
-    label_tested_oov(drafts, counts, t, u, None if is_greedy is None else ~is_greedy)
+    if grid:
+        label("batch: every request max_spec_len drafts (a [B, S] grid)")
+    label_tested_oov(drafts, counts, t, u, None if is_greedy is None else ~is_greedy, grid)
     return Example(
         tier="valid",
         inputs={
