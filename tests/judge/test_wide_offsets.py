@@ -84,25 +84,18 @@ def on_the_cpu(monkeypatch):
     return lowered
 
 
-STRIDED = [name for name, stage in registry.all_stages().items()
+STRIDED = [(name, "torch") for name, stage in registry.all_stages().items()
            if not stage.host and "torch" in stage.impls and any(f.strided for f in (*stage.inputs, *stage.outputs))]
+# in the interpreter, a few: the strides a wide layout hands over (W, a multiple of 16, on any axis) reach
+# Triton's launch whole
+INTERPRETED = [("scv.acceptance_mask", "triton"), ("kv.assign_req_to_token", "triton")]
 
 
-@pytest.mark.parametrize("name", STRIDED)
-def test_our_torch_kernels_pass_wide_layouts_of_every_strided_field(tmp_path, on_the_cpu, name):
+@pytest.mark.parametrize("name,backend", STRIDED + INTERPRETED)
+def test_our_kernels_pass_wide_layouts_of_every_strided_field(tmp_path, on_the_cpu, name, backend):
     on_the_cpu()
     stage = registry.all_stages()[name]
-    outcomes = run_wide(tmp_path, stage.impls["torch"], "cpu", stage, "torch", ("wide-offsets",))
-    assert outcomes["wide-offsets"].status == "passed", outcomes["wide-offsets"].headline
-    assert outcomes["wide-offsets"].measures["wide calls"] >= 1
-
-
-@pytest.mark.parametrize("name", ["scv.acceptance_mask", "kv.assign_req_to_token"])
-def test_our_triton_kernels_take_wide_strides_in_the_interpreter(tmp_path, on_the_cpu, name):
-    """The strides a wide layout hands over (W, a multiple of 16, on any axis) reach Triton's launch whole."""
-    on_the_cpu()
-    stage = registry.all_stages()[name]
-    outcomes = run_wide(tmp_path, stage.impls["triton"], "cpu", stage, "triton", ("wide-offsets",))
+    outcomes = run_wide(tmp_path, stage.impls[backend], "cpu", stage, backend, ("wide-offsets",))
     assert outcomes["wide-offsets"].status == "passed", outcomes["wide-offsets"].headline
     assert outcomes["wide-offsets"].measures["wide calls"] >= 1
 
