@@ -76,7 +76,8 @@ def wide_calls(target: Target, plan: materialize.Plan) -> list[tuple[str, int]]:
         slot = plan.slots.get(name)
         if slot is None:
             continue
-        axes = (0,) if layout_class(target, name) == "rows" else range(len(slot.shape))
+        rows = layout_class(target, name) == "rows"    # unit column step: the rows axis of a matrix only
+        axes = (0,) * (len(slot.shape) > 1) if rows else range(len(slot.shape))
         strides = slot.layout.strides(slot.shape)
         found += [(name, a) for a in axes if materialize.wide_strides(slot.shape, strides, a) is not None]
     return found

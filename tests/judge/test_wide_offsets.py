@@ -65,6 +65,8 @@ def test_wide_calls_follow_the_declared_layouts():
                                                                             ("target_token_ids", 0)]
     fields, calls = calls_under("contiguous")
     assert fields == ["target_token_ids"] and calls == [("target_token_ids", 0)]
+    fields, calls = calls_under("rows")            # a vector of unit step: nothing to widen
+    assert fields == ["draft_token_ids", "target_token_ids"] and calls == [("target_token_ids", 0)]
 
 
 def run_wide(tmp_path, function: str, device: str = "cuda", stage=MASK, backend: str = "impl",
