@@ -43,6 +43,25 @@ def label_tested_oov(drafts: np.ndarray, counts: np.ndarray, t: Tables, u: np.nd
             label("reached: an out-of-vocabulary draft tested, every request max_spec_len drafts")
 
 
+def oov_recovery_at_last_cell(drafts: np.ndarray, counts: np.ndarray, t: Tables, u: np.ndarray | None,
+                              sampled: np.ndarray) -> None:
+    """Without draft probabilities, a rejected draft's recovery is the maximum of target * noise with the
+    draft's own cell zeroed, and an out-of-vocabulary draft has no cell to zero. Where a non-greedy request
+    (`sampled`) tests one, its row's maximum is moved to cell V - 1 (the target's and the request's noise
+    columns swapped: both stay valid tables), where a kernel that takes the draft as its clamped id zeroes it.
+    No Hypothesis draw: the draws of other examples stay as they were."""
+    vocab = t.target.shape[1]
+    if u is None or t.draft is not None or vocab < 2 or not drafts.size:
+        return
+    reached = tested(drafts, counts, t, u) & np.repeat(sampled, counts) & (drafts >= vocab)
+    for token in np.flatnonzero(reached):
+        request = request_of_tokens(counts)[token]
+        best = int(np.argmax(t.target[token] * t.inv_q[request]))
+        for table, row in ((t.target, token), (t.inv_q, request)):
+            table[row, [best, vocab - 1]] = table[row, [vocab - 1, best]]
+        label("reached: an out-of-vocabulary draft rejected without draft probs, recovery maximum at V - 1")
+
+
 @st.composite
 def oov_first_drafts(draw, drafts: np.ndarray, counts: np.ndarray, vocab: int, is_greedy: np.ndarray | None,
                      excluded: frozenset[str] = frozenset()) -> np.ndarray:

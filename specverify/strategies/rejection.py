@@ -18,7 +18,8 @@ from specverify.records.values import POISON_A, filled, output_value, output_val
 from specverify.strategies.blocks import (PLACEHOLDER, DraftBatch, aim, batch_size, bound, draft_batch, generator,
                                           inclusive_offsets, invalid, label, layout, mode, one_invalid, request_rows,
                                           short, token_ids, vocab_size)
-from specverify.strategies.draft_hazards import hazards, label_tested_oov, oov_first_drafts
+from specverify.strategies.draft_hazards import (hazards, label_tested_oov, oov_first_drafts,
+                                                 oov_recovery_at_last_cell)
 from specverify.strategies.probability_tables import (SMALL_BATCH, approx_div_uniforms, cdf_vocab, drafts_from,
                                                       request_of_tokens, sized_batch, strict_q0_uniforms,
                                                       strict_uniforms, table_budget, table_vocab, tables, uniforms)
@@ -443,6 +444,8 @@ def sample_valid(draw, ctx: DrawContext, uniforms_of=uniforms) -> Example:
     if grid:
         label("batch: every request max_spec_len drafts (a [B, S] grid)")
     label_tested_oov(drafts, counts, t, u, None if is_greedy is None else ~is_greedy, grid)
+    if is_greedy is not None:
+        oov_recovery_at_last_cell(drafts, counts, t, u, ~is_greedy)
     return Example(
         tier="valid",
         inputs={
