@@ -129,7 +129,6 @@ def invoke(impl: Callable[..., Any], plan: Plan, arena: np.ndarray, lib: str, de
     bound = Bound(plan, arena, lib, device)
     returned, error, measures = None, None, {}
     if bound.no_room:           # the suite could not lay out a wide argument: nothing is called
-        bound.read_back()
         return returned, CallError("no-room", bound.no_room), bound, measures
     try:
         with checked_mode(checked), time_limit(timeout), on_device(device):

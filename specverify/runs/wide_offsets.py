@@ -14,15 +14,15 @@ is the suite's limit: the check breaks with that reason, and the implementation 
 """
 from __future__ import annotations
 
-import fcntl
-import os
 import tempfile
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import lru_cache
+from pathlib import Path
 from typing import Iterator
 
 from specverify import env
+from specverify.files import cases
 from specverify.judge import materialize
 from specverify.judge.harness import clock, expect, judge
 from specverify.records.backends import Target
@@ -32,7 +32,7 @@ from specverify.runs.protocol import Check, Context, Outcome
 from specverify.runs.search import search
 
 MIN_MEMORY = 40 << 30      # bytes of device memory the check needs (one wide storage and the rest)
-LOCK = os.path.join(tempfile.gettempdir(), "specverify-wide-offsets.lock")
+LOCK = Path(tempfile.gettempdir()) / "specverify-wide-offsets"     # the folder whose lock `one_at_a_time` holds
 
 
 def strided_fields(target: Target) -> list[str]:
@@ -69,8 +69,8 @@ def device_memory() -> int:
     return torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
 
 
-def wide_calls(target: Target, plan: materialize.Plan) -> list[tuple[str, int]]:
-    """(field, axis) of every wide call of one example, in field order."""
+def wide_calls(target: Target, plan: materialize.Plan) -> list[tuple[str, int, tuple[int, ...]]]:
+    """(field, axis, the wide view's strides) of every wide call of one example, in field order."""
     found = []
     for name in strided_fields(target):
         slot = plan.slots.get(name)
@@ -79,7 +79,10 @@ def wide_calls(target: Target, plan: materialize.Plan) -> list[tuple[str, int]]:
         rows = layout_class(target, name) == "rows"    # unit column step: the rows axis of a matrix only
         axes = (0,) * (len(slot.shape) > 1) if rows else range(len(slot.shape))
         strides = slot.layout.strides(slot.shape)
-        found += [(name, a) for a in axes if materialize.wide_strides(slot.shape, strides, a) is not None]
+        for axis in axes:
+            wide = materialize.wide_strides(slot.shape, strides, axis)
+            if wide is not None:
+                found.append((name, axis, wide[0]))
     return found
 
 
@@ -87,23 +90,17 @@ def wide_calls(target: Target, plan: materialize.Plan) -> list[tuple[str, int]]:
 def one_at_a_time() -> Iterator[None]:
     """Hold this machine's wide-offsets lock: one wide storage on the devices at a time, whatever the
     process (pytest -n 8 runs eight)."""
-    with open(LOCK, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with cases.locked(LOCK):
+        yield
 
 
 def verify_wide(target: Target, example: Example, ctx: Context) -> dict:
-    expected = expect(target.stage, example)
     plan, _ = materialize.plan(target.stage, example)
     calls = wide_calls(target, plan)
-    for name, axis in calls:
+    expected = expect(target.stage, example) if calls else None
+    for name, axis, strides in calls:
         plan, arena = materialize.plan(target.stage, example)
-        slot = plan.slots[name]
-        strides, _ = materialize.wide_strides(slot.shape, slot.layout.strides(slot.shape), axis)
-        plan.slots[name] = replace(slot, wide=strides)
+        plan.slots[name] = replace(plan.slots[name], wide=strides)
         with clock("call"), one_at_a_time():
             result = ctx.caller.call(plan, arena)
         if result.error is not None and result.error.kind == "no-room":

@@ -54,8 +54,9 @@ def oov_recovery_at_last_cell(drafts: np.ndarray, counts: np.ndarray, t: Tables,
     if u is None or t.draft is not None or vocab < 2 or not drafts.size:
         return
     reached = tested(drafts, counts, t, u) & np.repeat(sampled, counts) & (drafts >= vocab)
+    requests = request_of_tokens(counts)
     for token in np.flatnonzero(reached):
-        request = request_of_tokens(counts)[token]
+        request = requests[token]
         best = int(np.argmax(t.target[token] * t.inv_q[request]))
         for table, row in ((t.target, token), (t.inv_q, request)):
             table[row, [best, vocab - 1]] = table[row, [vocab - 1, best]]
