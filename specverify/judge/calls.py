@@ -20,6 +20,8 @@ from specverify import interrupts
 from specverify.interrupts import Interrupted
 from specverify.judge.materialize import Bound, Plan
 
+SUITE_ERRORS = frozenset({"no-room"})    # CallError kinds that are the suite's limit, not the callee's doing
+
 
 @dataclass
 class CallError:

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from specverify.judge import materialize, stage_memo
-from specverify.judge.calls import Result, invoke
+from specverify.judge.calls import SUITE_ERRORS, Result, invoke
 from specverify.judge.compare import compare_output, compare_untouched, element_bytes_differ, input_difference
 from specverify.judge.failure_report import first_value_difference
 from specverify.judge.materialize import Plan, as_container, same_value
@@ -226,8 +226,8 @@ def guard_bytes(plan: Plan, names: list[str]) -> np.ndarray:
 
 def out_of_bounds_read(stage: Stage, example: Example, caller, expected: Expected, first: Result,
                        label: str) -> Failure | None:
-    """Run again with the inputs' guard and gap bytes changed: outputs that change read outside an input.
-    The input is named by changing one input's guards at a time."""
+    """Run again with the inputs' guard and gap bytes changed: outputs that change, or a call that now fails
+    (raises, dies, hangs), read outside an input. The input is named by changing one input's guards at a time."""
     inputs = [n for n, s in expected.plan.slots.items() if s.role != "output"]
     outputs = [s for s in expected.plan.slots.values() if s.role != "input"]
     if not inputs or not outputs:
@@ -238,26 +238,33 @@ def out_of_bounds_read(stage: Stage, example: Example, caller, expected: Expecte
         return [(s.view_of(s.split(arena)[1]).tobytes() if s.role == "inout" else arena[s.offset:s.end].tobytes())
                 for s in outputs]
 
-    def outputs_with(names: list[str]) -> list[bytes] | None:
+    def outputs_with(names: list[str]) -> list[bytes] | str | None:
+        """The outputs' bytes; the call's error in words where it failed; None where the suite could not call."""
         arena = expected.before.copy()
         arena[guard_bytes(expected.plan, names)] = GUARD_B
         result = caller.call(expected.plan, arena)
-        if result.error is not None or result.arena is None:
-            return None
-        return written(result.arena)
+        if result.error is not None:
+            return None if result.error.kind in SUITE_ERRORS else result.error.headline()
+        return None if result.arena is None else written(result.arena)
 
     reference = written(first.arena)
     changed = outputs_with(inputs)
     if changed is None or changed == reference:
         return None
     again = outputs_with([])
+    if again is None:
+        return None
     if again != reference:
-        return Failure(f"{label} is nondeterministic: the same call gave different output bytes", kind="wrong")
-    culprits = [n for n in inputs if outputs_with([n]) != reference] if len(inputs) > 1 else inputs
-    which = [s.name for s, a, b in zip(outputs, reference, changed) if a != b]
+        how = f"failed the second time ({again})" if isinstance(again, str) else "gave different output bytes"
+        return Failure(f"{label} is nondeterministic: the same call {how}", kind="wrong")
+    culprits = [n for n in inputs if outputs_with([n]) not in (reference, None)] if len(inputs) > 1 else inputs
     named = ", ".join(f"`{n}`" for n in culprits) or "two or more inputs together"
-    return Failure(f"{label} read outside input {named}: {', '.join(which)} changed when the bytes "
-                   f"around the input's view changed (past its end, before its start or in its gaps)", kind="oob-read")
+    if isinstance(changed, str):
+        what = f"the call failed ({changed})"
+    else:
+        what = ", ".join(s.name for s, a, b in zip(outputs, reference, changed) if a != b) + " changed"
+    return Failure(f"{label} read outside input {named}: {what} when the bytes around the input's view changed "
+                   f"(past its end, before its start or in its gaps)", kind="oob-read")
 
 
 def verify(stage: Stage, example: Example, caller, label: str, guard_check: bool = False) -> None:

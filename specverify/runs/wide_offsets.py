@@ -24,6 +24,7 @@ from typing import Iterator
 from specverify import env
 from specverify.files import cases
 from specverify.judge import materialize
+from specverify.judge.calls import SUITE_ERRORS
 from specverify.judge.harness import clock, expect, judge
 from specverify.records.backends import Target
 from specverify.records.stage import Example
@@ -103,7 +104,7 @@ def verify_wide(target: Target, example: Example, ctx: Context) -> dict:
         plan.slots[name] = replace(plan.slots[name], wide=strides)
         with clock("call"), one_at_a_time():
             result = ctx.caller.call(plan, arena)
-        if result.error is not None and result.error.kind == "no-room":
+        if result.error is not None and result.error.kind in SUITE_ERRORS:
             raise RuntimeError(f"{result.error.text}: the wide-offsets check needs that much free device memory")
         failure = judge(target.stage, example, expected, result,
                         f"{target.label} (`{name}` laid out with its axis {axis} steps {strides[axis]} elements "

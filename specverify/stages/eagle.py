@@ -445,7 +445,7 @@ longest query, wrong dtypes or lengths.""",
         "valid": "B up to 512 requests of 1 to 12 tokens; each query kept whole or cut at a drawn end "
                  "(rejected tokens); buffers exactly as long as needed or 1 or 5 tokens longer; shift on or "
                  "off; P of 1, 2, 3 or 5; padding id 0, -1 or V; parallel id V - 1, V or 0. Id and position "
-                 "dtypes int32 or int64 independently.",
+                 "dtypes int32 or int64 independently; a quarter of the int64 positions past 2**31.",
         "invalid": "One rule broken: P = 0, `shift_input_ids` an int, `next_token_ids` of another dtype than "
                    "the ids, a float `query_end_loc`, a padding id of 2^63, `query_end_loc` at qn, a last "
                    "offset beyond N, a `max_query_len` hint one below the longest query, output buffers of the "

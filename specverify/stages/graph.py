@@ -244,7 +244,7 @@ DSA_INDEXER_METADATA = wired(
     tiers={
         "valid": "decode, target-verify and ragged queries, one chunk of 9 to 80 tokens among decodes, on kv >= q; "
                  "dcp_size 1, 2, 4 (and 3, 8) with every rank; N exact, with spare rows, or a capture size; "
-                 "int32/int64 inputs, sliced.",
+                 "1, 3, 4, 16, 17 or 64 blocks per table row; int32/int64 inputs, sliced.",
         "hazard": "kv shorter than q (an engine never passes it): tokens whose causal prefix is empty get 0, "
                   "never a negative length; block rows still copied; rows past the queries untouched.",
         "invalid": "negative lengths; kv past int32; cu_q not the running sum of q; queries longer than N; "

@@ -538,8 +538,10 @@ shape, and, when `is_greedy` is given, `uniform_probs` that is not float64 [T] o
 float32 [B, V] (None included).""",
     tiers={
         "valid": BATCH_VALID + " " + TABLES_VALID + " Drafts match the lowest-index argmax for a drawn "
-                 "prefix, then differ. " + OOV_FIRST + " " + UNIFORMS_VALID + " `is_greedy` None (no noise), all, "
-                 "none or mixed.",
+                 "prefix, then differ. " + OOV_FIRST + " Without draft probabilities that holds in every draw, "
+                 "and a random row whose out-of-vocabulary draft is tested has its recovery maximum moved to cell "
+                 "V - 1 (where a kernel that clamps the id would zero it). " + UNIFORMS_VALID + " `is_greedy` None "
+                 "(no noise), all, none or mixed.",
         "hazard": HAZARDS.format(noise=" and of `inv_q`", uniforms=", uniforms of 0",
                                  invariant="each row holds 1 to n[r] + 1 ids in [0, V), then -1."),
         "invalid": FLAT_INVALID.format(more=", tables of the wrong dtype or shape, `inv_q` missing while "

@@ -86,6 +86,8 @@ SAMPLE = (
           "draft whose next-row cells pass", interpreted=True),
     Floor(f"reached: an out-of-vocabulary draft tested, V <= {SMALL_VOCAB}", 6, "the same kernel: a "
           "small V makes the cells it reads large", interpreted=True),
+    Floor("reached: an out-of-vocabulary draft rejected without draft probs, recovery maximum at V - 1", 3,
+          "its recovery zeroes no cell: a kernel that takes the clamped id V - 1 zeroes the maximum"),
     Floor("drafts: first mismatch a placeholder", 6, "a -1 draft differs from the argmax and is rejected"),
     Floor("drafts: first mismatch out of the vocabulary", 5, "an out-of-vocabulary draft is rejected"),
     Floor("drafts: accepted prefix all", 10, "a fully accepted row writes its bonus, then -1"),

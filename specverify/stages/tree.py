@@ -162,6 +162,8 @@ RECONSTRUCT_FLOORS = (
     Floor("tree: N not a power of two", 12, "non-powers of two exercise the Triton BLOCK_N tail", interpreted=True),
     Floor("tree: N > 64 (several row tiles)", 4, "N = 65 and 128: past one tile of 64 nodes, the Triton kernel's "
           "rows come in several tiles", interpreted=True),
+    Floor("tree: N > 64, B > 1 (requests' scratch rows side by side)", 1, "the Triton kernel keeps each request's "
+          "parents in a scratch row: a lane past N reads the next request's row", interpreted=True),
     Floor("batch: B=0", 8, "B = 0 writes nothing"),
     Floor("batch: B>1", 12, "one Triton program per request", interpreted=True),
     Floor("mask: two or more roots", 12, "forests: roots never link as siblings", interpreted=True),
@@ -193,7 +195,8 @@ RECONSTRUCT = wired(
     tiers={
         "valid": "Ancestor-closed forests with about 30 % roots, single trees and arbitrary lower triangles; "
                  "with no diagonal, a set one or a random one; zero or random bits above the diagonal; N in "
-                 "1, 2, 3, 7, 8, 16, 17, 32, 63, 64 (and 128), B in 0, 1, 3, 16, 64; masks longer than B*N*N.",
+                 "1, 2, 3, 7, 8, 16, 17, 32, 63, 64 and 128, B in 0, 1, 3, 16, 64 (at the Triton interpreter's sizes "
+                 "N up to 65, B at most 3: N = 65 with B = 1 or 3 among them); masks longer than B*N*N.",
         "hazard": "The same masks after lengths just below 2**62; checked against the contract's outputs.",
         "invalid": "N outside 1..1024, a mask shorter than B*N*N, a negative length.",
     },

@@ -4,6 +4,8 @@ zero noise, zero uniforms). Drawn by the `rejection` family's strategies (and la
 drafts)."""
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -65,16 +67,20 @@ def oov_recovery_at_last_cell(drafts: np.ndarray, counts: np.ndarray, t: Tables,
 
 @st.composite
 def oov_first_drafts(draw, drafts: np.ndarray, counts: np.ndarray, vocab: int, is_greedy: np.ndarray | None,
-                     excluded: frozenset[str] = frozenset()) -> np.ndarray:
-    """The int32 drafts with, in two thirds of the examples (all when V <= SMALL_VOCAB) and unless the declared
-    domain `excluded` them, the first draft of a quarter of the non-greedy requests (one at least) made V or
-    V + 7: a draft its request tests. vLLM's random kernel reads such a draft's p and q from the next row's
-    cells and accepts it when they pass, which with a small V they often do."""
+                     excluded: frozenset[str] = frozenset(), always: bool = False) -> np.ndarray:
+    """The int32 drafts with, in two thirds of the examples (all when V <= SMALL_VOCAB, or `always`) and unless
+    the declared domain `excluded` them, the first draft of a quarter of the non-greedy requests (one at least)
+    made V or V + 7: a draft its request tests. vLLM's random kernel reads such a draft's p and q from the next
+    row's cells and accepts it when they pass, which with a small V they often do. Where only `always` plants,
+    the choice comes from the drafts themselves, not from a Hypothesis draw: every other draw stays as it was."""
     sampled = counts > 0 if is_greedy is None else (counts > 0) & ~is_greedy
     firsts = (np.cumsum(counts) - counts)[sampled]
-    if "oov" in excluded or not len(firsts) or not (vocab <= SMALL_VOCAB or draw(st.integers(0, 2))):
+    if "oov" in excluded or not len(firsts):
         return drafts
-    rng = draw(generator())
+    drawn = vocab <= SMALL_VOCAB or bool(draw(st.integers(0, 2)))
+    if not (drawn or always):
+        return drafts
+    rng = draw(generator()) if drawn else np.random.default_rng([zlib.crc32(drafts.tobytes()), vocab])
     label("planted: out-of-vocabulary first drafts")
     chosen = np.append(firsts[rng.random(len(firsts)) < 0.25], rng.choice(firsts))
     drafts = drafts.copy()

@@ -457,11 +457,17 @@ def copy_and_expand_inputs_valid(draw, ctx: DrawContext) -> Example:
     label_programs(b, COPY_ROWS)
     size = tokens + b * parallel - (b if shift else 0)
     top = draw(bound(vocab))
+    target_ids = rng.integers(0, top, tokens).astype(ids)
+    target_positions = rng.integers(0, draw(bound(5000)), tokens).astype(positions)
+    next_ids = rng.integers(0, top, b).astype(ids)
+    if positions == "int64" and rng.random() < 0.25:     # past int32 (no Hypothesis draw: the others stay)
+        target_positions += 2**31
+        label("copy_expand: int64 positions past 2**31")
     return Example(
         tier="valid",
-        inputs={"target_token_ids": rng.integers(0, top, tokens).astype(ids),
-                "target_positions": rng.integers(0, draw(bound(5000)), tokens).astype(positions),
-                "next_token_ids": rng.integers(0, top, b).astype(ids),
+        inputs={"target_token_ids": target_ids,
+                "target_positions": target_positions,
+                "next_token_ids": next_ids,
                 "query_start_loc": qsl, "query_end_loc": ends.astype(qsl.dtype),
                 "padding_token_id": draw(st.sampled_from([0, PLACEHOLDER, vocab])),
                 "parallel_drafting_token_id": draw(st.sampled_from([vocab - 1, vocab, 0])),

@@ -330,7 +330,7 @@ def dsa_indexer_metadata_example(draw, ctx: DrawContext, tier: str) -> Example:
         label("dsa: a token with no entries on this rank")
     label_programs(batch, REQUEST_TILE)
     label_tile_crossing(q, n_rows)
-    blocks = draw(st.sampled_from([1, 4, 16, 64] if not ctx.small else [1, 4, 16]))
+    blocks = draw(st.sampled_from([1, 3, 4, 16, 17, 64] if not ctx.small else [1, 3, 4, 16]))   # NB not a power of two too
     dtypes = {f: draw(labelled_dtype(f, ctx)) for f in ("q_seqlens", "kv_seqlens", "cu_q", "block_offsets")}
     table = rng.integers(0, draw(st.sampled_from([4096, INT32_MAX])), (batch, blocks), endpoint=True)
     layouts = draw(sliced(["q_seqlens", "kv_seqlens", "cu_q"]))

@@ -436,8 +436,8 @@ def sample_valid(draw, ctx: DrawContext, uniforms_of=uniforms) -> Example:
     drafts = draw(drafts_against(first_max_rows(t.target), counts, vocab, kind == "stress", excluded))
     is_greedy = draw(greedy_rows(batch.batch, kind == "stress", ctx.given("is_greedy")))
     grid = batch.max_spec_len is not None and len(counts) > 0 and bool((counts == batch.max_spec_len).all())
-    if is_greedy is not None:
-        drafts = draw(oov_first_drafts(drafts, counts, vocab, is_greedy, excluded))
+    if is_greedy is not None:    # without draft probs, always: a tested one is where the recovery's clamp shows
+        drafts = draw(oov_first_drafts(drafts, counts, vocab, is_greedy, excluded, always=t.draft is None))
     noise = is_greedy is not None
     bonus = rng.integers(0, draw(bound(vocab)), batch.batch).astype(np.int64)
     u = draw(uniforms_of(drafts, t, kind == "stress")) if noise else None

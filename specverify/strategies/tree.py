@@ -273,7 +273,7 @@ def closed_mask(parents: np.ndarray) -> np.ndarray:
 def reconstruct_from_mask_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     common = [n for n in STRESS_NODES if n <= 17]
     nodes = draw(st.sampled_from(common * 3 + [32, 63, 64, 65, 65] if ctx.small else [*STRESS_NODES, 128]))
-    budget = 1 << 12 if ctx.small else 1 << 18
+    budget = 1 << 14 if ctx.small else 1 << 18      # the interpreter's: N = 65 with B = 1 or 3
     sizes = [b for b in (0, 1, 3, 16, 64) if b * nodes * nodes <= budget and b <= ctx.max_batch
              and (b <= 3 or not ctx.small)]
     batch = draw(st.sampled_from(sizes or [min(1, ctx.max_batch)]))
@@ -306,11 +306,13 @@ def reconstruct_from_mask_valid(draw, ctx: DrawContext, tier: str = "valid") -> 
 
 
 def label_nodes_and_batch(nodes: int, batch: int) -> None:
-    """N = 1, N not a power of two, N past one tile of 64 rows (Triton); B = 0, 1 or more."""
+    """N = 1, N not a power of two, N past one tile of 64 rows (Triton; a request at least); B = 0, 1 or more."""
     label("tree: N=1" if nodes == 1 else "tree: N a power of two" if nodes & (nodes - 1) == 0
           else "tree: N not a power of two")
-    if nodes > 64:
+    if nodes > 64 and batch > 0:
         label("tree: N > 64 (several row tiles)")
+    if nodes > 64 and batch > 1:
+        label("tree: N > 64, B > 1 (requests' scratch rows side by side)")
     label("batch: B=0" if batch == 0 else "batch: B=1" if batch == 1 else "batch: B>1")
 
 

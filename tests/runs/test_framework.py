@@ -208,6 +208,24 @@ def test_a_read_outside_an_input_view_is_named():
                                                                  example)
 
 
+def test_a_read_outside_an_input_that_fails_on_other_guard_bytes_is_named():
+    """A kernel that reads one element past its input and takes it as a length: with the first guard pattern the
+    length is negative and it writes nothing wrong; with the second the call fails. The failure is the read."""
+    def oracle(*, x, out):
+        out[...] = x
+
+    def impl(*, x, out):
+        past = int(x.as_strided((x.shape[0] + 1,), (1,))[-1])       # the element after x: guard bytes
+        if past > 0:
+            raise IndexError(f"length {past} runs past out")
+        out.copy_(x)
+
+    stage = Stage("toy.copy", (I("x", "int32", "N"),), (O("out", "int32", "N"),), oracle, None, {})
+    example = Example("valid", {"x": np.arange(3, dtype=np.int32)}, outputs={"out": Buffer((3,), "int32")})
+    message = failure_of(Target(stage, BACKENDS["impl"], "cpu", "toy", impl), example)
+    assert "read outside input `x`: the call failed (raised IndexError" in message, message
+
+
 def normalizing_copy_and_expand(**kwargs):
     """The Torch kernel, then every mask byte rewritten as a canonical bool (0xa5 becomes 0x01): what
     CUDA's torch.where did to the elements it was meant to leave alone."""
