@@ -6,6 +6,9 @@ strategies drew too rarely to catch within the ci budget (tests/stages/test_tree
   walk that accepts a draft and goes on to a second level can tell.
 - `commit_draft_first_scale`: per-token fp8 scales read at token 0 (as if per tensor). Only per-token scales
   that differ over the written tokens can tell.
+- `assign_reads_past_end_offsets`: a tile's lane past the batch reads `end_offset` one element past its end
+  and takes it as a length (an unmasked load): a negative one writes nothing, a positive one runs past the
+  table. Only the second guard pattern shows it.
 """
 from specverify.kernels.torch import kv as ours_kv
 from specverify.kernels.torch import tree as ours
@@ -32,3 +35,12 @@ def commit_draft_first_scale(**kw):
     """Our kernel reading every token's fp8 scale at token 0: per-token scales taken as per-tensor."""
     first = {name: kw[name][:1] for name in ("k_scale", "v_scale") if kw[name] is not None}
     ours_kv.commit_draft(**{**kw, **first})
+
+
+def assign_reads_past_end_offsets(**kw):
+    """Our kernel after reading the element past `end_offset`, as a lane past the batch would."""
+    end = kw["end_offset"]
+    past = int(end.as_strided((end.shape[0] + 1,), (1,))[-1])
+    if past > 0:
+        raise IndexError(f"a request of length {past} runs past req_to_token")
+    ours_kv.assign_req_to_token(**kw)

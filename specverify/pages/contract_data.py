@@ -65,8 +65,9 @@ the stage leaves untouched.
 starts {GUARD_BYTES} bytes into a larger allocation and ends {GUARD_BYTES} bytes before its end. Around
 an input's view (and between the elements of a strided view) those bytes hold 0x{GUARD:02X}; around an
 output they hold its poison. A write there is a failure ("write past the end of `x` by 1 element"), and
-so is any change to an input. When a failure is found, and on every example in the conformance profile,
-the call is repeated with the inputs' guard bytes changed to 0x{GUARD_B:02X}: an output that changes
+so is any change to an input. When a failure is found, on every example in the conformance profile and
+on the first of every four in the ci and nightly profiles, the call is repeated with the inputs' guard
+bytes changed to 0x{GUARD_B:02X}: an output that changes, or a call that now fails (raises, dies, hangs),
 reads outside an input, and the input is named. Inputs are read-only unless their field is marked
 in/out.
 

@@ -27,6 +27,7 @@ class Profile:
     database: bool               # keep Hypothesis' example database (.hypothesis/)
     isolated: bool = False       # every implementation in a worker process
     guard_check: bool = False    # every example twice, with two guard patterns
+    guard_every: int = 0         # without guard_check: the 1st, (N+1)th, (2N+1)th... example of a search twice
     example_timeout: float | None = 300.0   # seconds per call
     target_timeout: float | None = None     # seconds per target, all its checks
     worker_memory: int | None = 8 << 30    # bytes of address space a CPU worker may map (RLIMIT_AS)
@@ -60,9 +61,9 @@ class Profile:
 
 PROFILES = {
     "ci": Profile("ci", {"valid": 100, "hazard": 25, "invalid": 25}, randomized=False, database=False,
-                  target_timeout=900.0),
+                  guard_every=4, target_timeout=900.0),
     "nightly": Profile("nightly", {"valid": 1000, "hazard": 250, "invalid": 250}, randomized=True, database=True,
-                       distribution_rows=200_000),
+                       guard_every=4, distribution_rows=200_000),
     "conformance": Profile("conformance", {"valid": 200, "hazard": 50, "invalid": 50}, randomized=False,
                            database=False, isolated=True, guard_check=True, example_timeout=120.0,
                            target_timeout=1800.0),

@@ -105,9 +105,13 @@ def search(target: Target, check: str, tier: str, planned: int, judge: Judge, ct
         outcome.examples += 1
         if ctx.progress:
             ctx.progress(min(outcome.examples, outcome.planned))
+        # also with the second guard pattern (a read outside an input): one example in `every`, and each one
+        # once a failure is being shrunk (so the shrunk case fails as the first did)
+        every = ctx.profile.guard_every
+        guarded = not ctx.guard_check and every and (failing or (outcome.examples - 1) % every == 0)
         try:
             with interrupts.raising():
-                measured = judge(target, example, ctx)
+                measured = judge(target, example, replace(ctx, guard_check=True) if guarded else ctx)
         except (Failure, OracleError) as exc:
             if outcome.found_after is None:
                 outcome.found_after = outcome.examples

@@ -159,6 +159,15 @@ def test_a_planted_per_tensor_read_of_per_token_scales_is_caught_and_shrunk(tmp_
     assert any(len(set(x.tolist())) > 1 for x in scales), valid["headline"]
 
 
+def test_a_read_past_an_input_that_only_the_second_guard_pattern_shows_is_caught_at_the_ci_budget(tmp_path, capsys):
+    """tests/planted_tree_kv.py: a length read one element past `end_offset` (negative under the first guard
+    pattern, positive under the second). The ci profile runs the first of every four examples with both
+    patterns (`Profile.guard_every`), so the first example catches it, and the input is named."""
+    valid, _ = caught(tmp_path, capsys, "kv.assign_req_to_token", "tests.planted_tree_kv:assign_reads_past_end_offsets",
+                      within=1)
+    assert "read outside input `end_offset`: the call failed (raised IndexError" in valid["headline"], valid
+
+
 # ---------------------------------------------------------------- kv.accept_out_cache_loc
 
 ACCEPT = kv.ACCEPT_OUT_CACHE_LOC
