@@ -59,7 +59,9 @@ def step_context(*, q_seqlens, history_lengths, num_ignored_history, uniform_lay
         return
     tokens_ = iota(tokens, history, cu_seqlens.dtype)
     owner = torch.searchsorted(cu_seqlens[0, 1:batch], tokens_, right=True)
-    torch.add(tokens_, (history - q_start_loc)[owner], out=position_ids)
+    start = torch.empty(batch, device=history.device, dtype=torch.long)    # history - start in 64 bits: an
+    torch.sub(history, q_start_loc, out=start)                             # int32 history + offset passes 2**31
+    torch.add(tokens_, start[owner], out=position_ids)
 
 
 def dsa_indexer_metadata(*, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_size, dcp_rank, indexer_kv_lens,

@@ -179,7 +179,8 @@ STEP_CONTEXT = wired(
     tiers={
         "valid": "decode (q = 1), target-verify (q = K + 1), ragged, one chunk of 9 to 80 tokens among decodes "
                  "and all-empty queries, the flag on and off for uniform batches; no, partial and complete "
-                 "sliding windows; int64 histories past 2**31.",
+                 "sliding windows; int64 histories past 2**31, and int32 histories at the top of int32 (a window "
+                 "ignoring nearly all of them) whose positions pass it.",
         "hazard": "none: every in-domain input has exactly defined output bytes.",
         "invalid": "negative lengths; more history ignored than exists; a position buffer not sum(q) long; "
                    "kv sums past int32; the uniform flag on queries of different lengths.",
@@ -207,6 +208,9 @@ STEP_CONTEXT = wired(
         Floor("step: sliding window ignores some history", 8, "kv = q + h - g with 0 < g < h", interpreted=True),
         Floor("step: sliding window ignores all history", 5, "g = h: kv = q", interpreted=True),
         Floor("step: history beyond int32 (positions need int64)", 3, "int64 histories past 2**31",
+              interpreted=True),
+        Floor("step: int32 history at the top of int32 (positions past it need int64)", 1, "int32 inputs whose "
+              "positions pass 2**31: a position summed in int32 wraps (our Torch kernel's general path did)",
               interpreted=True),
         Floor("layout: strided", 20, "inputs read through their strides", interpreted=True),
         Floor("dtype: q_seqlens int64", 15, "q_start_loc and kv_seqlens take its dtype"),

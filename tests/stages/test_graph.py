@@ -93,6 +93,21 @@ def test_step_context_both_paths_give_the_same_bytes(uniform):
     assert out["cu_seqlens"].tolist() == [[0, 3, 6, 9], [0, 6, 10, 13]]
 
 
+@pytest.mark.parametrize("uniform", [False, True])
+def test_step_context_int32_positions_past_int32(uniform):
+    """int32 inputs at the top of int32 (a window ignores nearly all history): the positions pass 2**31 and
+    go out as int64. The Torch kernel's general path once summed them in int32 and wrapped."""
+    i32 = np.int32
+    ex = Example("valid",
+                 inputs={"q_seqlens": np.array([2, 2], i32), "history_lengths": np.array([2**31 - 1, 2**31 - 2], i32),
+                         "num_ignored_history": np.array([2**31 - 3, 2**31 - 2], i32), "uniform_layout": uniform},
+                 outputs={"q_start_loc": Buffer((2,), "int32"), "kv_seqlens": Buffer((2,), "int32"),
+                          "position_ids": Buffer((4,), "int64"), "cu_seqlens": Buffer((2, 3), "int32")})
+    out = outputs_everywhere(graph.STEP_CONTEXT, ex)
+    assert out["position_ids"].tolist() == [2**31 - 1, 2**31, 2**31 - 2, 2**31 - 1]
+    assert out["kv_seqlens"].tolist() == [4, 2]
+
+
 def test_step_context_refuses_the_uniform_flag_on_ragged_queries():
     ex = replace(graph.STEP_CONTEXT.worked(), tier="invalid", bad_field="uniform_layout", rule="every q equal",
                  inputs={**graph.STEP_CONTEXT.worked().inputs, "uniform_layout": True})
