@@ -51,7 +51,9 @@ def test_the_targets_after_the_first_reuse_the_oracles_answers():
             shared[-1].oracle_calls = len(calls) - before
     assert summary(shared) == summary(alone)
     examples = shared[0].examples
-    assert [o.oracle_calls for o in alone] == [3 * examples, 2 * examples]   # expected twice (two poisons), call once
+    guarded = -(-examples // plan.profile.guard_every)    # the ci profile runs one example in four a second time
+    # expected twice (two poisons), then called: once, and again with the second guard pattern where guarded
+    assert [o.oracle_calls for o in alone] == [3 * examples + guarded, 2 * examples]
     assert shared[0].oracle_calls >= examples       # the oracle target calls the oracle on every example
     assert shared[1].oracle_calls == 0              # the torch target is judged against the answers kept
 
