@@ -21,6 +21,7 @@ LENS = 1024         # requests per block of a running sum
 REQUESTS = 16       # requests per program (step_context)
 WIDTH = 64          # most query tokens per request per step of a token tile (step_context, dsa)
 DSA_TILE = 2048     # block-table entries written per program per step (dsa)
+DSA_ONE_REQUEST = 256   # dsa batches up to this size get one request per program (more programs, shorter ones)
 
 
 def lanes(n: int, most: int) -> int:
@@ -194,15 +195,15 @@ def step_context(*, q_seqlens, history_lengths, num_ignored_history, uniform_lay
 
 @triton.jit
 def dsa_tokens(lens_ptr, out_table_ptr, table_ptr, table_rows, table_cols, b, fetch, start, q, kv, j0, blocks,
-               n_rows, dcp_size, dcp_rank, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr):
+               n_rows, DCP_SIZE: tl.constexpr, DCP_RANK: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr):
     """Tokens j0 + [0, BLOCK_W) of the requests `b` (those below their q): the rank's share of the causal
     length in row start + j, and the request's block row (read where `fetch`) copied into it, BLOCK_C
     columns at a time."""
     j = j0 + tl.arange(0, BLOCK_W)
     row = start[:, None] + j[None, :]
     live = (j[None, :] < q[:, None]) & (row < n_rows)
-    reach = kv[:, None] - q[:, None] + j[None, :] + dcp_size - dcp_rank
-    tl.store(lens_ptr + row, tl.where(reach > 0, reach // dcp_size, 0).to(tl.int32), mask=live)
+    reach = kv[:, None] - q[:, None] + j[None, :] + DCP_SIZE - DCP_RANK
+    tl.store(lens_ptr + row, tl.where(reach > 0, reach // DCP_SIZE, 0).to(tl.int32), mask=live)
     for c0 in range(0, blocks, BLOCK_C):          # one step while NB <= BLOCK_C
         c = c0 + tl.arange(0, BLOCK_C)
         entry = tl.load(table_ptr + b.to(tl.int64)[:, None] * table_rows + c[None, :].to(tl.int64) * table_cols,
@@ -214,11 +215,12 @@ def dsa_tokens(lens_ptr, out_table_ptr, table_ptr, table_rows, table_cols, b, fe
 @launcher
 @triton.jit
 def dsa_kernel(q_ptr, q_stride, kv_ptr, kv_stride, cu_ptr, cu_stride, table_ptr, table_rows, table_cols,
-               lens_ptr, out_table_ptr, batch, blocks, n_rows, dcp_size, dcp_rank,
+               lens_ptr, out_table_ptr, batch, blocks, n_rows, DCP_SIZE: tl.constexpr, DCP_RANK: tl.constexpr,
                BLOCK_R: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr):
     """Program p: requests [p * BLOCK_R, (p + 1) * BLOCK_R), with their tokens as [BLOCK_R, BLOCK_W,
     BLOCK_C] tiles: one round of independent loads (q, kv, cu_q, the block rows), then the stores; a
-    loop only for queries longer than BLOCK_W."""
+    loop only for queries longer than BLOCK_W. dcp_size and dcp_rank are compile-time constants (one build
+    per pair, as the engines specialize), so the division by dcp_size is a constant one."""
     b = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     real = b < batch
     at = b.to(tl.int64)
@@ -226,25 +228,26 @@ def dsa_kernel(q_ptr, q_stride, kv_ptr, kv_stride, cu_ptr, cu_stride, table_ptr,
     kv = tl.load(kv_ptr + at * kv_stride, mask=real, other=0).to(tl.int64)
     start = tl.load(cu_ptr + at * cu_stride, mask=real, other=0).to(tl.int64)
     dsa_tokens(lens_ptr, out_table_ptr, table_ptr, table_rows, table_cols, b, real, start, q, kv, 0, blocks,
-               n_rows, dcp_size, dcp_rank, BLOCK_W, BLOCK_C)     # block rows read with q, not after it
+               n_rows, DCP_SIZE, DCP_RANK, BLOCK_W, BLOCK_C)     # block rows read with q, not after it
     for j0 in range(BLOCK_W, tl.max(q, 0), BLOCK_W):  # queries longer than BLOCK_W only
         dsa_tokens(lens_ptr, out_table_ptr, table_ptr, table_rows, table_cols, b, q > j0, start, q, kv, j0,
-                   blocks, n_rows, dcp_size, dcp_rank, BLOCK_W, BLOCK_C)
+                   blocks, n_rows, DCP_SIZE, DCP_RANK, BLOCK_W, BLOCK_C)
 
 
 @prepared
 def dsa_indexer_metadata(*, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_size, dcp_rank, indexer_kv_lens,
                          expanded_block_table):
     """See `specverify.oracles.graph.dsa_indexer_metadata`. One launch over the requests; the token
-    tile's width is N / B rounded up (the mean query length when N is exact)."""
+    tile's width is N / B rounded up (the mean query length when N is exact); one request per program up to
+    DSA_ONE_REQUEST requests, more per program beyond."""
     batch, blocks = validate(oracle.check_dsa_indexer_metadata, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_size,
                              dcp_rank, indexer_kv_lens, expanded_block_table, values=reads_values(q_seqlens))
     if batch == 0 or N == 0:
         return
     columns = lanes(blocks, 1024)
     span = lanes(cdiv(N, batch), min(WIDTH, max(DSA_TILE // columns, 1)))
-    rows = min(lanes(batch, REQUESTS), max(DSA_TILE // (span * columns), 1))
+    rows = 1 if batch <= DSA_ONE_REQUEST else min(lanes(batch, REQUESTS), max(DSA_TILE // (span * columns), 1))
     dsa_kernel[(cdiv(batch, rows),)](
         q_seqlens, q_seqlens.stride(0), kv_seqlens, kv_seqlens.stride(0), cu_q, cu_q.stride(0), block_offsets,
         block_offsets.stride(0), block_offsets.stride(1), indexer_kv_lens, expanded_block_table, batch, blocks, N,
-        dcp_size, dcp_rank, BLOCK_R=rows, BLOCK_W=span, BLOCK_C=columns)
+        DCP_SIZE=int(dcp_size), DCP_RANK=int(dcp_rank), BLOCK_R=rows, BLOCK_W=span, BLOCK_C=columns)

@@ -82,8 +82,16 @@ def current_stream(device: int) -> int:
 
 
 def scratch(shape, dtype: torch.dtype, device) -> torch.Tensor:
-    """`torch.empty(shape, dtype=dtype, device=device)` that a recipe allocates afresh on each call."""
-    made = torch.empty(shape, dtype=dtype, device=device)
+    """`torch.empty(shape, dtype=dtype, device=device)` that a recipe allocates afresh on each call. On the CPU
+    (Triton's interpreter) and in checked mode it is zeroed and followed by as many zeroed elements: a kernel
+    that reads a scratch cell before any program wrote it, or up to its size past its end, then sees a
+    plausible value (index 0) the same way on every run, so the checks see that read as a wrong output, not
+    as luck."""
+    if checked() or torch.device(device).type == "cpu":
+        size = int(torch.Size(shape if isinstance(shape, (tuple, list)) else (shape,)).numel())
+        made = torch.zeros(2 * size, dtype=dtype, device=device)[:size].view(shape)
+    else:
+        made = torch.empty(shape, dtype=dtype, device=device)
     recording = launching.RECORDER.get()
     if recording is not None:
         recording.scratch.append(made)

@@ -45,11 +45,12 @@ GREEDY, RANDOM = tl.constexpr(0), tl.constexpr(1)
 RATIO, STRICT, STRICT_Q0 = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
 # verify_kernel's ROWS: which rows it writes
 ALL_ROWS, GREEDY_ROWS, RANDOM_ROWS = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
-BLOCK_V = 2048          # the widest vocabulary tile
+BLOCK_V = 2048          # the widest vocabulary tile (a pick program over it has 8 warps, a narrower one 4)
 PROGRAMS_PER_SM = 8     # split picks aim at this many programs per SM
 MIN_BLOCK = 256         # the narrowest tile a split pick shrinks to (CUDA)
 EXPAND_ROWS = 32        # requests per program of expand
-CPU_PROGRAMS, CPU_MIN_BLOCK = 32, 16    # the same under the interpreter: small tables split too
+CPU_PROGRAMS, CPU_MIN_BLOCK = 8, 16     # the same under the interpreter: small tables split too, and a row
+                                        # of 8193 swept by 2 to 7 tokens gives a program several 2048-wide tiles
 KEY_NONE = tl.constexpr(NO_KEY)
 
 
@@ -104,7 +105,9 @@ def pick_kernel(out_ptr, target_ptr, t_row, t_pos, t_v, draft_probs_ptr, dp_row,
     """out[t] = first maximum of token t's scores: target_probs (ARGMAX), residual * inv_q (RECOVER), or
     by its row's is_greedy (BY_ROW). NaN never wins; +inf does; no winner gives 0. Token t is (0, t)
     in a flattened batch, (t // k, t % k) in a padded one. Program (t, s) sweeps [s * span, (s + 1) *
-    span) of the vocabulary when SPLIT (then `publish` combines), all of it otherwise."""
+    span) of the vocabulary when SPLIT (then `publish` combines), all of it otherwise. Each lane keeps its
+    own best over the tiles (a later cell only when strictly larger, or the first non-NaN one), and the
+    lanes are reduced once after the sweep: no cross-lane reduction inside the loop."""
     t = tl.program_id(0).to(tl.int64)
     if SPLIT:
         lo = tl.program_id(1) * span
@@ -119,8 +122,8 @@ def pick_kernel(out_ptr, target_ptr, t_row, t_pos, t_v, draft_probs_ptr, dp_row,
         r = row
     recover = row_is_greedy(is_greedy_ptr, g_stride, r, HAS_MASK) == 0
     draft = tl.load(draft_ptr + row * d_row + pos * d_pos).to(tl.int64)
-    best = -float("inf")
-    best_index = vocab
+    best = tl.full([BLOCK], -float("inf"), tl.float32)     # each lane's best so far (index vocab: none yet)
+    best_index = tl.full([BLOCK], vocab, tl.int32)
     for start in range(lo, hi, BLOCK):
         offs = start + tl.arange(0, BLOCK)
         live = offs < hi
@@ -138,15 +141,15 @@ def pick_kernel(out_ptr, target_ptr, t_row, t_pos, t_v, draft_probs_ptr, dp_row,
             else:
                 score = tl.where(recover, prob * noise, score)
         score = tl.where(live, score, float("nan"))
-        top = tl.max(tl.where(score == score, score, -float("inf")), axis=0)
-        top_index = tl.min(tl.where(score == top, offs, vocab), axis=0)
-        take = (top > best) | ((top == best) & (top_index < best_index))
-        best = tl.where(take, top, best)
-        best_index = tl.where(take, top_index, best_index)
+        take = (score > best) | ((score == best) & (best_index == vocab))   # a lane's first max; NaN never
+        best = tl.where(take, score, best)
+        best_index = tl.where(take, offs, best_index)
+    top = tl.max(best, axis=0)
+    top_index = tl.min(tl.where(best == top, best_index, vocab), axis=0)
     if SPLIT:
-        publish(out_ptr, keys_ptr, counts_ptr, t, best, best_index, vocab, split)
+        publish(out_ptr, keys_ptr, counts_ptr, t, top, top_index, vocab, split)
     else:
-        tl.store(out_ptr + t, tl.where(best_index == vocab, 0, best_index).to(out_ptr.dtype.element_ty))
+        tl.store(out_ptr + t, tl.where(top_index == vocab, 0, top_index).to(out_ptr.dtype.element_ty))
 
 
 @launcher
@@ -297,7 +300,7 @@ def pick(out, target, draft_probs, drafts, inv_q, cu, is_greedy, mode, flat: boo
         drafts, d_row, d_pos, target if inv_q is None else inv_q, q_row, q_v, drafts if cu is None else cu,
         mask, g_stride, keys, counts, batch, k, vocab, span, split, MODE=mode.value, FLAT=flat,
         HAS_DRAFT_PROBS=draft_probs is not None, HAS_MASK=is_greedy is not None, SPLIT=split > 1,
-        BLOCK_B=1024, BLOCK=tile)
+        BLOCK_B=1024, BLOCK=tile, num_warps=8 if tile >= BLOCK_V else 4)
 
 
 def verify(out, drafts, alternatives, bonus, is_greedy, mode, rows, *, cu=None, target=None, draft_probs=None,

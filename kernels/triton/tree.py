@@ -9,7 +9,8 @@ lowest matching node by a min). Every offset is int64.
 `tree.reconstruct_from_mask`: a tree of up to ONE_TILE_NODES nodes is one register tile (its mask loaded
 once, every output reduced from it); a larger one goes in tiles of rows, its parents through a scratch row.
 `tree.pack_mask`: a program per request and PACK_BYTES output bytes; the program's first bit and byte are
-int64 offsets, its lanes' offsets from them int32.
+int64 offsets, its lanes' offsets from them int32. 4 warps a program while the grid fits the GPU at once
+(PACK_ONE_WAVE programs), 2 beyond, so a wider grid still runs in about one wave.
 
 Verification: the greedy walk follows the contract: per level, along the child list until the first match.
 A tree of up to ONE_TILE_NODES nodes is walked in registers (`greedy_tile_kernel`: one round of loads, one
@@ -35,8 +36,8 @@ from specverify.kernels.triton.prepared import prepared, scratch
 from specverify.oracles import tree as oracle
 
 TILE = 4096            # elements of a [rows, BLOCK_N] tile of the link and mask loops
-PACK_BYTES = 128       # output bytes per program of pack_mask (1024 bits)
-PACK_WARPS = 2
+PACK_BYTES = 256       # output bytes per program of pack_mask (2048 bits)
+PACK_ONE_WAVE = 2048   # pack programs that fit an H100 or H200 at once with 4 warps each (132 SMs x 16)
 ONE_TILE_NODES = 64    # reconstruct_from_mask and verify_greedy keep trees up to this many nodes in registers
 
 
@@ -248,7 +249,7 @@ def pack_mask(*, mask, kv_indptr, packed_indptr, Q, max_kv_len, packed):
         return
     source = mask.view(torch.uint8) if mask.numel() else kv_indptr      # never read when empty
     pack_kernel[(batch, blocks)](source, kv_indptr, packed_indptr, packed, Q=Q, BYTES=PACK_BYTES,
-                                 num_warps=PACK_WARPS)
+                                 num_warps=4 if batch * blocks <= PACK_ONE_WAVE else 2)
 
 
 # ---------------------------------------------------------------- tree verification

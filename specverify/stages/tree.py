@@ -231,7 +231,7 @@ PACK_FLOORS = (
     Floor("segments: a bit count not a multiple of 8", 12, "the last byte's high bits are written as 0",
           interpreted=True),
     Floor("segments: one of kv_len 0 among others", 4, "kv_len 0 writes nothing", interpreted=True),
-    Floor("segments: more than 1024 bits (several programs)", 8, "segments past one 128-byte program",
+    Floor("segments: more than 2048 bits (several programs)", 8, "segments past one 256-byte program",
           interpreted=True),
     Floor("packed_indptr: gaps between segments", 15, "bytes outside the segments stay untouched"),
     Floor("packed_indptr: gaps between segments", 3, "a grid far wider than the segments writes no gap",

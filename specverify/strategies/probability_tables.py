@@ -13,6 +13,7 @@ from specverify.records.stage import DrawContext, Example
 from specverify.strategies.blocks import PLACEHOLDER, DraftBatch, batch_size, draft_batch, generator, label, vocab_size
 
 TILES = (1024, 2048, 4096)          # tile widths production kernels sweep the vocabulary in
+LANE_TIE = 2048     # equal maxima this far apart share a lane of any sweep in tiles of up to 2048
 
 
 def table_budget(ctx: DrawContext) -> tuple[int, int]:
@@ -60,7 +61,8 @@ class Tables:
 @st.composite
 def tables(draw, counts: np.ndarray, vocab: int, drafts: np.ndarray, given: bool | None = None) -> Tables:
     """Target and draft probabilities and the reciprocal exponential noise, with planted boundaries:
-    equal maxima far apart (within and across tiles), all-zero residuals, a lone peak in the last
+    equal maxima far apart (within and across tiles, and in half the tables past 2 * LANE_TIE in one
+    lane of a tiled sweep: `lane_ties`), all-zero residuals, a lone peak in the last
     (partial) tile, zero draft probability at the drafted id, rows of -0.0 then +0.0; besides, in a
     quarter of the tables with draft probabilities, one request's first drafted id with q = 0 < p. Draft probabilities
     are never None when the declared domain says they are always `given`."""
@@ -135,7 +137,26 @@ def tables(draw, counts: np.ndarray, vocab: int, drafts: np.ndarray, given: bool
         at = int(rng.choice(firsts))
         draft[at, drafts[at]] = 0
         target[at, drafts[at]] = max(target[at, drafts[at]], np.float32(1 / vocab))
+    if vocab > 2 * LANE_TIE and tokens and rng.random() < 0.5:     # the generator's bytes: no Hypothesis draw
+        lane_ties(rng, target, draft, inv_q, request)
     return Tables(target, draft, inv_q)
+
+
+def lane_ties(rng, target, draft, inv_q, request) -> None:
+    """In half the rows (one at least), equal maxima LANE_TIE apart in the row's first two tiles of
+    LANE_TIE: in the target (0.75 at both, the rest halved; draft 0 there) and in the request's noise (its peak at both). A
+    kernel that keeps a best per lane over a program's tiles sees both in one lane: a later equal cell
+    must not replace the first."""
+    rows = np.flatnonzero(rng.random(len(target)) < 0.5)
+    rows = rows if len(rows) else rng.integers(0, len(target), 1)
+    first = rng.integers(0, LANE_TIE, len(rows))
+    target[rows] *= np.float32(0.5)
+    for v in (first, first + LANE_TIE):
+        target[rows, v] = np.float32(0.75)
+        if draft is not None:
+            draft[rows, v] = 0
+        inv_q[request[rows], v] = inv_q[request[rows]].max(1)
+    label(f"ties: {LANE_TIE} apart in the first two tiles (one lane of a {LANE_TIE}-wide sweep)")
 
 
 def edge_indices(rng, vocab: int, size: int) -> np.ndarray:

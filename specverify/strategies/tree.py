@@ -30,7 +30,7 @@ from specverify.strategies.blocks import (PLACEHOLDER, batch_size, generator, in
 from specverify.strategies.tree_shapes import NODE_COUNTS, Trees, node_count, trees
 
 INDEX_OUTPUTS = ("positions", "retrieve_index", "retrieve_next_token", "retrieve_next_sibling")
-PACK_BYTES = 128       # output bytes per program of the Triton pack kernel
+PACK_BYTES = 256       # output bytes per program of the Triton pack kernel
 STRESS_NODES = (1, 2, 3, 7, 8, 16, 17, 32, 63, 64)
 
 

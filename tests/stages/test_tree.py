@@ -194,6 +194,25 @@ def test_pack_long_segment_and_gap():
     assert np.array_equal(packed[265:267], np.packbits(mask[2100:], bitorder="little"))
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_pack_grid_past_one_wave_on_cuda():
+    """A grid of more than PACK_ONE_WAVE programs (1100 requests of two 256-byte programs each): the Triton
+    kernel launches with 2 warps there, 4 below; the CUDA targets must match the oracle either way."""
+    from specverify.kernels.triton.tree import PACK_ONE_WAVE
+    rng = np.random.default_rng(7)
+    lengths = rng.integers(300, 700, 1100)               # Q = 6: 1800..4194 bits, up to three programs
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    packed_indptr = np.concatenate([[0], np.cumsum(-(-6 * lengths // 8))]).astype(np.int32)
+    example = Example("valid", inputs={"mask": rng.random(6 * int(indptr[-1])) < 0.5, "kv_indptr": indptr, "Q": 6,
+                                       "max_kv_len": int(lengths.max()), "packed_indptr": packed_indptr},
+                      outputs={"packed": Buffer((int(packed_indptr[-1]) + 3,), "uint8")})
+    assert 1100 * -(-6 * int(lengths.max()) // 2048) > PACK_ONE_WAVE
+    found = [t for t in targets(tree.PACK) if t.device == "cuda"]
+    assert found
+    for target in found:
+        verify(target, example)
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda x: {"parent_list": np.array([[-1, 0, 1, 2, 5]], np.int64), "selected_index": np.array([[0, 1, 2, 3, 8]])},
      "parent_list: node 5's parent entry 5 (parent_list[4]) is not in selected_index"),

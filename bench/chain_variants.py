@@ -1,0 +1,83 @@
+"""Candidate launches of our Triton `graph.dsa_indexer_metadata` timed beside the engine's shape
+(bench/engine_shapes.py's references), for the chain rows still above it (issue 31): 1, 2 or 4 requests per
+program with 1, 2 or 4 warps. A/A controls (the reference timed in our column) show the method's own bias for
+dsa, the all-greedy rejection.sample and expand. Each variant's outputs are compared byte for byte with the
+reference's before timing (`byte_equal`).
+
+    OUT=/tmp/out PYTHONPATH=. python bench/chain_variants.py
+
+Writes $OUT/chain_variants.json and prints one JSON row per (stage, B, variant). Needs a CUDA device."""
+import json
+import os
+import sys
+
+sys.path.insert(0, "bench")
+import torch
+
+import engine_shapes
+from specverify.judge import timing
+from specverify.kernels.triton import graph, rejection
+from specverify.kernels.triton.launch import cdiv
+from specverify.records.registry import all_stages
+
+
+def dsa_variant(rows, warps):
+    def call(**kw):
+        q, table = kw["q_seqlens"], kw["block_offsets"]
+        batch, blocks, n = len(q), table.shape[1], kw["N"]
+        columns = graph.lanes(blocks, 1024)
+        span = graph.lanes(cdiv(n, batch), min(graph.WIDTH, max(graph.DSA_TILE // columns, 1)))
+        graph.dsa_kernel[(cdiv(batch, rows),)](
+            q, q.stride(0), kw["kv_seqlens"], kw["kv_seqlens"].stride(0), kw["cu_q"], kw["cu_q"].stride(0), table,
+            table.stride(0), table.stride(1), kw["indexer_kv_lens"], kw["expanded_block_table"], batch, blocks, n,
+            DCP_SIZE=kw["dcp_size"], DCP_RANK=kw["dcp_rank"], BLOCK_R=rows, BLOCK_W=span, BLOCK_C=columns,
+            num_warps=warps)
+    return call
+
+
+CASES = engine_shapes.CASES
+VARIANTS = {
+    "graph.dsa_indexer_metadata": {
+        "ours": graph.dsa_indexer_metadata,
+        **{f"r{r}_w{w}": dsa_variant(r, w) for r in (1, 2, 4) for w in (1, 2, 4)},
+        "aa_control": engine_shapes.same_as_reference(CASES["graph.dsa_indexer_metadata"][1]),
+    },
+    "rejection.sample:all_greedy": {
+        "ours": rejection.sample,
+        "aa_control": engine_shapes.same_as_reference(CASES["rejection.sample:all_greedy"][1]),
+    },
+    "rejection.expand": {
+        "ours": rejection.expand,
+        "aa_control": engine_shapes.same_as_reference(CASES["rejection.expand"][1]),
+    },
+}
+
+
+def main() -> int:
+    if not torch.cuda.is_available():
+        print("chain_variants: no CUDA device; nothing measured", file=sys.stderr)
+        return 2
+    settings = timing.Settings()
+    stages = all_stages()
+    rows = []
+    for key, variants in VARIANTS.items():
+        case = CASES[key]
+        for batch in (1, 64, 1024):
+            for name, fn in variants.items():
+                try:
+                    row = engine_shapes.measure(stages[engine_shapes.stage_of(key)], batch, 7, settings,
+                                                {key: (fn, *case[1:])}, key)
+                except Exception as exc:      # a variant that does not build is a row, not the end of the sweep
+                    row = {"stage": key, "B": batch, "error": repr(exc)[:300]}
+                row["variant"] = name
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    out = os.environ.get("OUT", ".")
+    with open(os.path.join(out, "chain_variants.json.tmp"), "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+    os.replace(os.path.join(out, "chain_variants.json.tmp"), os.path.join(out, "chain_variants.json"))
+    return 0 if all(r.get("byte_equal") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
