@@ -7,18 +7,13 @@ reference's before timing (`byte_equal`).
     OUT=/tmp/out PYTHONPATH=. python bench/chain_variants.py
 
 Writes $OUT/chain_variants.json and prints one JSON row per (stage, B, variant). Needs a CUDA device."""
-import json
-import os
 import sys
 
 sys.path.insert(0, "bench")
-import torch
 
 import engine_shapes
-from specverify.judge import timing
 from specverify.kernels.triton import graph, rejection
 from specverify.kernels.triton.launch import cdiv
-from specverify.records.registry import all_stages
 
 
 def dsa_variant(rows, warps):
@@ -53,31 +48,5 @@ VARIANTS = {
 }
 
 
-def main() -> int:
-    if not torch.cuda.is_available():
-        print("chain_variants: no CUDA device; nothing measured", file=sys.stderr)
-        return 2
-    settings = timing.Settings()
-    stages = all_stages()
-    rows = []
-    for key, variants in VARIANTS.items():
-        case = CASES[key]
-        for batch in (1, 64, 1024):
-            for name, fn in variants.items():
-                try:
-                    row = engine_shapes.measure(stages[engine_shapes.stage_of(key)], batch, 7, settings,
-                                                {key: (fn, *case[1:])}, key)
-                except Exception as exc:      # a variant that does not build is a row, not the end of the sweep
-                    row = {"stage": key, "B": batch, "error": repr(exc)[:300]}
-                row["variant"] = name
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-    out = os.environ.get("OUT", ".")
-    with open(os.path.join(out, "chain_variants.json.tmp"), "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
-    os.replace(os.path.join(out, "chain_variants.json.tmp"), os.path.join(out, "chain_variants.json"))
-    return 0 if all(r.get("byte_equal") for r in rows) else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(engine_shapes.sweep(VARIANTS, CASES, "chain_variants"))

@@ -243,6 +243,33 @@ def measure(stage, batch: int, rounds: int, settings, cases: dict, key: str | No
     return row
 
 
+def sweep(variants: dict, cases: dict, name: str, batches=(1, 64, 1024), rounds: int = 7) -> int:
+    """Time each candidate of `variants` (case key -> {variant name -> a callable in our column}) beside
+    `cases`' reference for that key at each B; print a JSON row each, write $OUT/<name>.json; 1 when an
+    output differs, 2 without a GPU. A variant that does not build is a row with its error."""
+    if not torch.cuda.is_available():
+        print(f"{name}: no CUDA device; nothing measured", file=sys.stderr)
+        return 2
+    settings = timing.Settings()
+    stages = all_stages()
+    rows = []
+    for key, candidates in variants.items():
+        for batch in batches:
+            for label, fn in candidates.items():
+                try:
+                    row = measure(stages[stage_of(key)], batch, rounds, settings, {key: (fn, *cases[key][1:])}, key)
+                except Exception as exc:      # a row, not the end of the sweep
+                    row = {"stage": key, "B": batch, "error": repr(exc)[:300]}
+                row["variant"] = label
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    out = os.environ.get("OUT", ".")
+    with open(os.path.join(out, f"{name}.json.tmp"), "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+    os.replace(os.path.join(out, f"{name}.json.tmp"), os.path.join(out, f"{name}.json"))
+    return 0 if all(r.get("byte_equal") for r in rows) else 1
+
+
 def run(cases: dict, name: str, batches: list[int], reference: str) -> int:
     """Time each case of `cases` ("stage" or "stage:variant" -> (our wrapper, a maker of the reference's call[,
     an adjuster of the bench example])) at each B, write $OUT/<name>.json and print the table; 1 when an

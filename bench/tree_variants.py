@@ -6,8 +6,6 @@ own bias). Each variant's outputs are compared byte for byte with the reference'
     OUT=/tmp/out PYTHONPATH=. python bench/tree_variants.py
 
 Writes $OUT/tree_variants.json and prints one JSON row per (stage, B, variant). Needs a CUDA device."""
-import json
-import os
 import sys
 
 sys.path.insert(0, "bench")
@@ -17,10 +15,8 @@ import triton.language as tl
 
 import engine_shapes
 import tree_shapes
-from specverify.judge import timing
 from specverify.kernels.triton import tree
 from specverify.kernels.triton.launch import next_power_of_2
-from specverify.records.registry import all_stages
 
 
 @triton.jit
@@ -68,30 +64,5 @@ VARIANTS = {
 }
 
 
-def main() -> int:
-    if not torch.cuda.is_available():
-        print("tree_variants: no CUDA device; nothing measured", file=sys.stderr)
-        return 2
-    settings = timing.Settings()
-    stages = all_stages()
-    rows = []
-    for stage, variants in VARIANTS.items():
-        reference = tree_shapes.CASES[stage][1]
-        for batch in (1, 64, 1024):
-            for name, fn in variants.items():
-                try:
-                    row = engine_shapes.measure(stages[stage], batch, 7, settings, {stage: (fn, reference)})
-                except Exception as exc:      # a variant that does not build is a row, not the end of the sweep
-                    row = {"stage": stage, "B": batch, "error": repr(exc)[:300]}
-                row["variant"] = name
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-    out = os.environ.get("OUT", ".")
-    with open(os.path.join(out, "tree_variants.json.tmp"), "w") as f:
-        json.dump({"device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
-    os.replace(os.path.join(out, "tree_variants.json.tmp"), os.path.join(out, "tree_variants.json"))
-    return 0 if all(r.get("byte_equal") for r in rows) else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(engine_shapes.sweep(VARIANTS, tree_shapes.CASES, "tree_variants"))

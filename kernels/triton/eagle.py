@@ -53,7 +53,7 @@ def next_token_kernel(tok_ptr, row_stride, col_stride, discard_ptr, backup_ptr, 
     cols = tl.arange(0, BLOCK_S)
     live = rows < batch
     tile = live[:, None] & (cols[None, :] < width)
-    tok = tl.load(tok_ptr + rows[:, None].to(tl.int64) * row_stride + cols[None, :] * col_stride,
+    tok = tl.load(tok_ptr + rows[:, None].to(tl.int64) * row_stride + cols[None, :].to(tl.int64) * col_stride,
                   mask=tile, other=-1)
     store_next_token(tok, tile, rows, cols, live, discard_ptr, backup_ptr, next_ptr, count_ptr, vocab)
 
@@ -133,7 +133,7 @@ def verify_prepare_kernel(draft_ptr, argmax_ptr, bonus_ptr, cu_ptr, greedy_ptr, 
         greedy = live
     inside = live[:, None] & (cols[None, :] < columns)
     written = inside & greedy[:, None] & (cols[None, :] < emitted[:, None])
-    slot = out_ptr + rows[:, None].to(tl.int64) * o_row + cols[None, :] * o_col
+    slot = out_ptr + rows[:, None].to(tl.int64) * o_row + cols[None, :].to(tl.int64) * o_col
     tok = tl.where(written, emit, tl.load(slot, mask=inside & ~written, other=-1))
     tl.store(slot, emit, mask=written)
     # eagle.next_token_padded on the row as it now stands

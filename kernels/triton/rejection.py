@@ -127,15 +127,16 @@ def pick_kernel(out_ptr, target_ptr, t_row, t_pos, t_v, draft_probs_ptr, dp_row,
     for start in range(lo, hi, BLOCK):
         offs = start + tl.arange(0, BLOCK)
         live = offs < hi
-        score = tl.load(target_ptr + row * t_row + pos * t_pos + offs * t_v, mask=live, other=0.0)
+        column = offs.to(tl.int64)         # a column times a stride may pass 2**31
+        score = tl.load(target_ptr + row * t_row + pos * t_pos + column * t_v, mask=live, other=0.0)
         if MODE != ARGMAX:
             if HAS_DRAFT_PROBS:
-                q = tl.load(draft_probs_ptr + row * dp_row + pos * dp_pos + offs * dp_v, mask=live, other=0.0)
+                q = tl.load(draft_probs_ptr + row * dp_row + pos * dp_pos + column * dp_v, mask=live, other=0.0)
                 diff = score - q
                 prob = tl.where(diff < 0, 0.0, diff)
             else:
                 prob = tl.where(offs == draft, 0.0, score)
-            noise = tl.load(inv_q_ptr + r * q_row + offs * q_v, mask=live, other=0.0)
+            noise = tl.load(inv_q_ptr + r * q_row + column * q_v, mask=live, other=0.0)
             if MODE == RECOVER:
                 score = prob * noise
             else:
@@ -173,7 +174,7 @@ def verify_kernel(out_ptr, o_row, o_col, rejected_ptr, rejected_stride, last_ptr
         row, first_pos, count = r, 0, k
     offs = tl.arange(0, BLOCK)
     live = offs < count
-    pos = first_pos + offs
+    pos = first_pos + offs.to(tl.int64)      # a position times a stride may pass 2**31
     draft = tl.load(draft_ptr + row * d_row + pos * d_pos, mask=live, other=-1).to(tl.int64)
     alt = tl.load(alt_ptr + row * a_row + pos * a_pos, mask=live, other=0).to(tl.int64)
     greedy_row = row_is_greedy(is_greedy_ptr, g_stride, r, HAS_MASK)
@@ -208,7 +209,7 @@ def verify_kernel(out_ptr, o_row, o_col, rejected_ptr, rejected_stride, last_ptr
         write = greedy_row == 0
     else:
         write = r >= 0
-    out_row = out_ptr + r * o_row + offs * o_col
+    out_row = out_ptr + r * o_row + offs.to(tl.int64) * o_col
     if FILL:
         tl.store(out_row, tl.where(offs < emitted, values, -1).to(out_ptr.dtype.element_ty),
                  mask=offs < tl.where(write, columns, 0))

@@ -24,7 +24,7 @@ def stop_kernel(tok_ptr, tok_rows, tok_cols, rejected_ptr, budget_ptr, ids_ptr, 
     cols = tl.arange(0, BLOCK_W)
     live = rows < batch
     tile = live[:, None] & (cols[None, :] < width)
-    tok = tl.load(tok_ptr + rows[:, None].to(tl.int64) * tok_rows + cols[None, :] * tok_cols, mask=tile,
+    tok = tl.load(tok_ptr + rows[:, None].to(tl.int64) * tok_rows + cols[None, :].to(tl.int64) * tok_cols, mask=tile,
                   other=-1).to(tl.int64)
     if HAS_REJECTED:
         emitted = width - tl.load(rejected_ptr + rows, mask=live, other=0).to(tl.int64)
@@ -34,9 +34,10 @@ def stop_kernel(tok_ptr, tok_rows, tok_cols, rejected_ptr, budget_ptr, ids_ptr, 
     budget = tl.load(budget_ptr + rows, mask=live, other=0).to(tl.int64)
     hit = budget[:, None] - (cols[None, :] + 1) <= 0
     if HAS_IDS:
-        for w in range(0, num_ids):
-            stop_id = tl.load(ids_ptr + rows.to(tl.int64) * ids_rows + w * ids_cols, mask=live, other=-1)
-            stop_id = stop_id.to(tl.int64)
+        at = ids_ptr + rows.to(tl.int64) * ids_rows
+        for _ in range(0, num_ids):         # one pointer step per id: no w * ids_cols that could pass 2**31
+            stop_id = tl.load(at, mask=live, other=-1).to(tl.int64)
+            at += ids_cols
             hit = hit | ((tok == stop_id[:, None]) & (stop_id[:, None] != -1))
     first = tl.min(tl.where(valid & hit, cols[None, :], width), axis=1)
     is_stopped = first < width

@@ -1,21 +1,12 @@
 """The GPU scripts under bench/: their stream ordering (CUDA only)."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
 
+from tests.bench_scripts import bench_script
+
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-
-
-def bench_script(name: str):
-    path = Path(__file__).resolve().parents[2] / "bench" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @needs_cuda

@@ -2,13 +2,11 @@
 inputs, in Triton's interpreter (on a GPU the script compares them itself before timing)."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from specverify import env
+from tests.bench_scripts import bench_script
 
 env.prepare()
 pytestmark = pytest.mark.skipif(not env.triton_interpreted() or env.triton_import_error() is not None,
@@ -17,11 +15,7 @@ pytestmark = pytest.mark.skipif(not env.triton_interpreted() or env.triton_impor
 
 @pytest.fixture(scope="module")
 def script():
-    path = Path(__file__).resolve().parents[2] / "bench" / "engine_shapes.py"
-    spec = importlib.util.spec_from_file_location("bench_engine_shapes", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("engine_shapes")
 
 
 KEYS = ["rejection.expand", "eagle.step_slot_mapping", "eagle.copy_and_expand_inputs", "graph.dsa_indexer_metadata",

@@ -3,11 +3,10 @@ CPU bytes model: bytes read and written of V-wide tensors over one table): a cha
 a [T, V] table shows here before it shows on a GPU."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
+
+from tests.bench_scripts import bench_script
 
 PASSES = {   # as measured; the Triton kernels read 1 + (draft probs) + 1/K, chain_cdf 2 rows twice
     "recovered uniform no draft": 6.2, "recovered uniform draft": 11.2,
@@ -19,15 +18,7 @@ PASSES = {   # as measured; the Triton kernels read 1 + (draft probs) + 1/K, cha
 }
 
 
-def bytes_model():
-    path = Path(__file__).resolve().parents[2] / "bench" / "torch_passes.py"
-    spec = importlib.util.spec_from_file_location("bench_torch_passes", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-MODEL = bytes_model()
+MODEL = bench_script("torch_passes")
 VOCAB = 1024    # the few [T]-sized reads of V-wide tables (at the drafts) weigh 1 / V pass each
 CASES = {label: case for label, *case in MODEL.cases(8, VOCAB, np.random.default_rng(0))}
 
