@@ -21,7 +21,8 @@ LENS = 1024         # requests per block of a running sum
 REQUESTS = 16       # requests per program (step_context)
 WIDTH = 64          # most query tokens per request per step of a token tile (step_context, dsa)
 DSA_TILE = 2048     # block-table entries written per program per step (dsa)
-DSA_ONE_REQUEST = 256   # dsa batches up to this size get one request per program (more programs, shorter ones)
+DSA_ONE_REQUEST = 256   # CUDA dsa batches up to this size get one request per program (more programs, shorter
+                        # ones); the interpreter packs several from B = 2 on, so the CPU checks run that path too
 
 
 def lanes(n: int, most: int) -> int:
@@ -238,15 +239,16 @@ def dsa_kernel(q_ptr, q_stride, kv_ptr, kv_stride, cu_ptr, cu_stride, table_ptr,
 def dsa_indexer_metadata(*, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_size, dcp_rank, indexer_kv_lens,
                          expanded_block_table):
     """See `specverify.oracles.graph.dsa_indexer_metadata`. One launch over the requests; the token
-    tile's width is N / B rounded up (the mean query length when N is exact); one request per program up to
-    DSA_ONE_REQUEST requests, more per program beyond."""
+    tile's width is N / B rounded up (the mean query length when N is exact); on CUDA one request per program
+    up to DSA_ONE_REQUEST requests, more per program beyond."""
     batch, blocks = validate(oracle.check_dsa_indexer_metadata, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_size,
                              dcp_rank, indexer_kv_lens, expanded_block_table, values=reads_values(q_seqlens))
     if batch == 0 or N == 0:
         return
     columns = lanes(blocks, 1024)
     span = lanes(cdiv(N, batch), min(WIDTH, max(DSA_TILE // columns, 1)))
-    rows = 1 if batch <= DSA_ONE_REQUEST else min(lanes(batch, REQUESTS), max(DSA_TILE // (span * columns), 1))
+    alone = batch <= (DSA_ONE_REQUEST if q_seqlens.is_cuda else 1)
+    rows = 1 if alone else min(lanes(batch, REQUESTS), max(DSA_TILE // (span * columns), 1))
     dsa_kernel[(cdiv(batch, rows),)](
         q_seqlens, q_seqlens.stride(0), kv_seqlens, kv_seqlens.stride(0), cu_q, cu_q.stride(0), block_offsets,
         block_offsets.stride(0), block_offsets.stride(1), indexer_kv_lens, expanded_block_table, batch, blocks, N,
