@@ -20,8 +20,7 @@ def dsa_variant(rows, warps):
     def call(**kw):
         q, table = kw["q_seqlens"], kw["block_offsets"]
         batch, blocks, n = len(q), table.shape[1], kw["N"]
-        columns = graph.lanes(blocks, 1024)
-        span = graph.lanes(cdiv(n, batch), min(graph.WIDTH, max(graph.DSA_TILE // columns, 1)))
+        columns, span = graph.dsa_tile(batch, blocks, n)
         graph.dsa_kernel[(cdiv(batch, rows),)](
             q, q.stride(0), kw["kv_seqlens"], kw["kv_seqlens"].stride(0), kw["cu_q"], kw["cu_q"].stride(0), table,
             table.stride(0), table.stride(1), kw["indexer_kv_lens"], kw["expanded_block_table"], batch, blocks, n,

@@ -235,6 +235,13 @@ def dsa_kernel(q_ptr, q_stride, kv_ptr, kv_stride, cu_ptr, cu_stride, table_ptr,
                    blocks, n_rows, DCP_SIZE, DCP_RANK, BLOCK_W, BLOCK_C)
 
 
+def dsa_tile(batch: int, blocks: int, n_rows: int) -> tuple[int, int]:
+    """(columns, tokens) of a dsa program's [tokens, columns] tile per request: every block column up to
+    1024, and N / B tokens rounded up to a power of two, within DSA_TILE entries and WIDTH tokens."""
+    columns = lanes(blocks, 1024)
+    return columns, lanes(cdiv(n_rows, batch), min(WIDTH, max(DSA_TILE // columns, 1)))
+
+
 @prepared
 def dsa_indexer_metadata(*, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_size, dcp_rank, indexer_kv_lens,
                          expanded_block_table):
@@ -245,8 +252,7 @@ def dsa_indexer_metadata(*, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_s
                              dcp_rank, indexer_kv_lens, expanded_block_table, values=reads_values(q_seqlens))
     if batch == 0 or N == 0:
         return
-    columns = lanes(blocks, 1024)
-    span = lanes(cdiv(N, batch), min(WIDTH, max(DSA_TILE // columns, 1)))
+    columns, span = dsa_tile(batch, blocks, N)
     alone = batch <= (DSA_ONE_REQUEST if q_seqlens.is_cuda else 1)
     rows = 1 if alone else min(lanes(batch, REQUESTS), max(DSA_TILE // (span * columns), 1))
     dsa_kernel[(cdiv(batch, rows),)](

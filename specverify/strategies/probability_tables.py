@@ -151,11 +151,12 @@ def lane_ties(rng, target, draft, inv_q, request) -> None:
     rows = rows if len(rows) else rng.integers(0, len(target), 1)
     first = rng.integers(0, LANE_TIE, len(rows))
     target[rows] *= np.float32(0.5)
+    peak = inv_q[request[rows]].max(1)
     for v in (first, first + LANE_TIE):
         target[rows, v] = np.float32(0.75)
         if draft is not None:
             draft[rows, v] = 0
-        inv_q[request[rows], v] = inv_q[request[rows]].max(1)
+        inv_q[request[rows], v] = peak
     label(f"ties: {LANE_TIE} apart in the first two tiles (one lane of a {LANE_TIE}-wide sweep)")
 
 
