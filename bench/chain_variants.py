@@ -1,8 +1,10 @@
-"""Candidate launches of our Triton `graph.dsa_indexer_metadata` timed beside the engine's shape
-(bench/engine_shapes.py's references), for the chain rows still above it (issue 31): 1, 2 or 4 requests per
-program with 1, 2 or 4 warps. A/A controls (the reference timed in our column) show the method's own bias for
-dsa, the all-greedy rejection.sample and expand. Each variant's outputs are compared byte for byte with the
-reference's before timing (`byte_equal`).
+"""Candidate launches of our Triton kernels timed beside the engine's shape (bench/engine_shapes.py's
+references), for the chain rows still above it at B = 1 (issue 31): `graph.dsa_indexer_metadata` with 1, 2 or 4
+requests per program and 1, 2 or 4 warps, and one request's tokens split over 2 or more programs (`split_t*`);
+`rejection.expand` with R requests per program, a tile of T tokens and W warps (`r*_t*_w*`; T = "n": the
+next power of two of num_tokens, which bounds every span). A/A controls (the reference timed in our column)
+show the method's own bias for dsa, the all-greedy rejection.sample and expand. Each variant's outputs are
+compared byte for byte with the reference's before timing (`byte_equal`).
 
     OUT=/tmp/out PYTHONPATH=. python bench/chain_variants.py
 
@@ -13,15 +15,19 @@ sys.path.insert(0, "bench")
 
 import engine_shapes
 from specverify.kernels.triton import graph, rejection
-from specverify.kernels.triton.launch import cdiv
+from specverify.kernels.triton.launch import cdiv, next_power_of_2
 
 
-def dsa_variant(rows, warps):
+def dsa_variant(rows, warps, split=None):
+    """`split`: one request per program, its tokens `split` at a time over cdiv(N / B, split) programs."""
     def call(**kw):
         q, table = kw["q_seqlens"], kw["block_offsets"]
         batch, blocks, n = len(q), table.shape[1], kw["N"]
         columns, span = graph.dsa_tile(batch, blocks, n)
-        graph.dsa_kernel[(cdiv(batch, rows),)](
+        grid = (cdiv(batch, rows), 1)
+        if split is not None:
+            grid, span = (batch, cdiv(cdiv(n, batch), split)), split
+        graph.dsa_kernel[grid](
             q, q.stride(0), kw["kv_seqlens"], kw["kv_seqlens"].stride(0), kw["cu_q"], kw["cu_q"].stride(0), table,
             table.stride(0), table.stride(1), kw["indexer_kv_lens"], kw["expanded_block_table"], batch, blocks, n,
             DCP_SIZE=kw["dcp_size"], DCP_RANK=kw["dcp_rank"], BLOCK_R=rows, BLOCK_W=span, BLOCK_C=columns,
@@ -29,11 +35,22 @@ def dsa_variant(rows, warps):
     return call
 
 
+def expand_variant(rows, tokens, warps):
+    def call(**kw):
+        x, cu = kw["x"], kw["cu_num_tokens"]
+        value_from, value_to = engine_shapes.scalar(kw["replace_from"]), engine_shapes.scalar(kw["replace_to"])
+        block = min(next_power_of_2(max(kw["num_tokens"], 1)), 1024) if tokens == "n" else tokens
+        rejection.expand_kernel[(cdiv(len(x), rows),)](kw["expanded"], x, cu, len(x), value_from, value_to,
+                                                        ROWS=rows, BLOCK=block, num_warps=warps)
+    return call
+
+
 CASES = engine_shapes.CASES
 VARIANTS = {
     "graph.dsa_indexer_metadata": {
         "ours": graph.dsa_indexer_metadata,
-        **{f"r{r}_w{w}": dsa_variant(r, w) for r in (1, 2, 4) for w in (1, 2, 4)},
+        **{f"r{r}_w{w}": dsa_variant(r, w) for r in (1, 2, 4) for w in (1, 4)},
+        **{f"split_t{t}_w{w}": dsa_variant(1, w, t) for t in (2, 4) for w in (1, 2, 4)},
         "aa_control": engine_shapes.same_as_reference(CASES["graph.dsa_indexer_metadata"][1]),
     },
     "rejection.sample:all_greedy": {
@@ -42,6 +59,8 @@ VARIANTS = {
     },
     "rejection.expand": {
         "ours": rejection.expand,
+        **{f"r{r}_t{t}_w{w}": expand_variant(r, t, w)
+           for r, t, w in ((1, "n", 1), (1, "n", 4), (1, 8, 1), (4, 8, 1), (8, 8, 1), (32, 8, 1), (32, 8, 4))},
         "aa_control": engine_shapes.same_as_reference(CASES["rejection.expand"][1]),
     },
 }

@@ -234,3 +234,12 @@ def races_the_callers_stream(**kw):
 def orders_its_side_stream(**kw):
     """The same side-stream work, ordered before the caller's stream: right on it."""
     on_a_side_stream(kw, ordered=True)
+
+
+def loses_the_cuda_context(**kw):
+    """Answers correctly until its batch has three requests, then indexes past a device tensor's end: a
+    device-side assert, which takes its process's CUDA context with it."""
+    greedy(**kw)
+    if kw["cu_num_draft_tokens"].numel() >= 3:
+        probe = torch.zeros(1, device=kw["output_token_ids"].device)
+        probe[torch.full((1,), 1 << 20, device=probe.device)] = 1.0

@@ -218,19 +218,21 @@ def dsa_tokens(lens_ptr, out_table_ptr, table_ptr, table_rows, table_cols, b, fe
 def dsa_kernel(q_ptr, q_stride, kv_ptr, kv_stride, cu_ptr, cu_stride, table_ptr, table_rows, table_cols,
                lens_ptr, out_table_ptr, batch, blocks, n_rows, DCP_SIZE: tl.constexpr, DCP_RANK: tl.constexpr,
                BLOCK_R: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Program p: requests [p * BLOCK_R, (p + 1) * BLOCK_R), with their tokens as [BLOCK_R, BLOCK_W,
-    BLOCK_C] tiles: one round of independent loads (q, kv, cu_q, the block rows), then the stores; a
-    loop only for queries longer than BLOCK_W. dcp_size and dcp_rank are compile-time constants (one build
-    per pair, as the engines specialize), so the division by dcp_size is a constant one."""
+    """Program (p, t): requests [p * BLOCK_R, (p + 1) * BLOCK_R), their tokens t * BLOCK_W + [0, BLOCK_W)
+    (and every T * BLOCK_W after, T the grid's second size) as [BLOCK_R, BLOCK_W, BLOCK_C] tiles: one round
+    of independent loads (q, kv, cu_q, the block rows), then the stores; a loop only for queries longer
+    than T * BLOCK_W. dcp_size and dcp_rank are compile-time constants (one build per pair, as the engines
+    specialize), so the division by dcp_size is a constant one."""
     b = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    first, step = tl.program_id(1) * BLOCK_W, tl.num_programs(1) * BLOCK_W
     real = b < batch
     at = b.to(tl.int64)
     q = tl.load(q_ptr + at * q_stride, mask=real, other=0).to(tl.int64)
     kv = tl.load(kv_ptr + at * kv_stride, mask=real, other=0).to(tl.int64)
     start = tl.load(cu_ptr + at * cu_stride, mask=real, other=0).to(tl.int64)
-    dsa_tokens(lens_ptr, out_table_ptr, table_ptr, table_rows, table_cols, b, real, start, q, kv, 0, blocks,
+    dsa_tokens(lens_ptr, out_table_ptr, table_ptr, table_rows, table_cols, b, real, start, q, kv, first, blocks,
                n_rows, DCP_SIZE, DCP_RANK, BLOCK_W, BLOCK_C)     # block rows read with q, not after it
-    for j0 in range(BLOCK_W, tl.max(q, 0), BLOCK_W):  # queries longer than BLOCK_W only
+    for j0 in range(first + step, tl.max(q, 0), step):  # queries longer than T * BLOCK_W only
         dsa_tokens(lens_ptr, out_table_ptr, table_ptr, table_rows, table_cols, b, q > j0, start, q, kv, j0,
                    blocks, n_rows, DCP_SIZE, DCP_RANK, BLOCK_W, BLOCK_C)
 

@@ -20,7 +20,9 @@ from specverify import interrupts
 from specverify.interrupts import Interrupted
 from specverify.judge.materialize import Bound, Plan
 
-SUITE_ERRORS = frozenset({"no-room"})    # CallError kinds that are the suite's limit, not the callee's doing
+SUITE_ERRORS = frozenset({"no-room"})
+TEXT = 300                               # characters of a CallError's one line
+CONTEXT_LOST = "(the CUDA context of its process is lost with it: the next call runs in a fresh worker process)"    # CallError kinds that are the suite's limit, not the callee's doing
 
 
 @dataclass
@@ -32,6 +34,7 @@ class CallError:
     text: str                    # one line
     types: tuple[str, ...] = ()  # "raised": the exception's class and its bases, by name
     trace: str = ""              # the last frames, or the worker's last output lines
+    context_lost: bool = False   # the call took its process's CUDA context with it (`device.probe_context`)
 
     def headline(self) -> str:
         return f"raised {self.text}" if self.kind == "raised" else self.text
@@ -58,7 +61,7 @@ class CallTimeout(BaseException):
 
 
 def error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:TEXT]
 
 
 class time_limit:
@@ -150,22 +153,41 @@ def invoke(impl: Callable[..., Any], plan: Plan, arena: np.ndarray, lib: str, de
         bound.read_back()
     except Exception as exc:  # a kernel that broke the device context: the bytes are lost
         error = error or CallError("raised", f"the device failed after the call: {error_text(exc)}")
+    if error is not None and error.kind != "no-room" and device.startswith("cuda"):
+        from specverify.judge.device import probe_context
+
+        if probe_context(device) is not None:
+            error.context_lost = True
+            error.text = f"{error.text[:TEXT - len(CONTEXT_LOST) - 1]} {CONTEXT_LOST}"
     return returned, error, bound, measures
 
 
 class InProcess:
-    """Calls an implementation in this process (our own kernels, the oracle, tests)."""
+    """Calls an implementation in this process (our own kernels, the oracle, tests). Once this process's
+    CUDA context is lost (a call here took it: `device.context_lost`), a CUDA call goes to `spare(device)`,
+    a worker caller of the same implementation started for it, so every later call still gets a live
+    context; without a spare it runs here, and fails as the lost context makes it."""
 
     isolated = False
 
     def __init__(self, impl: Callable[..., Any], lib: str, device: str, timeout: float | None = None,
-                 warm_up: str = ""):
+                 warm_up: str = "", spare: Callable[[str], Any] | None = None):
         self.impl, self.lib, self.device, self.timeout, self.warm_up = impl, lib, device, timeout, warm_up
+        self.spare, self.moved = spare, None
 
     def call(self, plan: Plan, arena: np.ndarray, checked: bool = False, probe: str = "plain") -> Result:
+        if self.moved is None and self.spare is not None and self.device.startswith("cuda"):
+            from specverify.judge.device import context_lost
+
+            if context_lost() is not None:
+                self.moved = self.spare(self.device)
+        if self.moved is not None:
+            return self.moved.call(plan, arena, checked, probe)
         returned, error, bound, measures = invoke(self.impl, plan, arena, self.lib, self.device, checked,
                                                   self.timeout, probe, self.warm_up)
         return Result(arena, bound.values_after(), returned, error, measures)
 
     def close(self) -> None:
-        pass
+        if self.moved is not None:
+            self.moved.close()
+            self.moved = None

@@ -126,6 +126,26 @@ def synchronize(device: str, tools: Instruments | None = None) -> None:
         tools.set_device(current)
 
 
+_lost: list[str] = []      # why this process's CUDA context is gone: the first error that showed it
+
+
+def context_lost() -> str | None:
+    """Why this process's CUDA context is lost (every later CUDA call in it would fail), or None."""
+    return _lost[0] if _lost else None
+
+
+def probe_context(device: str) -> str | None:
+    """After a call on `device` that failed: whether this process's CUDA context survived it. A sticky error
+    (an illegal address, a device-side assert) fails every later synchronize; the first one is kept, and
+    returned from then on. None off CUDA and while the context lives."""
+    if device.startswith("cuda") and not _lost:
+        try:
+            synchronize(device)
+        except Exception as exc:  # the context is gone: say which error took it
+            _lost.append(f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
+    return context_lost()
+
+
 def current_stream(tools: Instruments):
     found = tools.current_stream(tools.get_device())
     return tools.stream_type(stream_id=found[0], device_index=found[1], device_type=found[2])

@@ -9,7 +9,8 @@ hostile implementation does in its process can run code in the judge. Every read
 by the call's deadline and by sizes taken from the plan (header bytes, nesting depth, the arena's exact
 size); anything else is "answered out of protocol". A worker that dies (any exit, any signal) or runs past
 its time is ended with everything it started, its failure is reported in words with the last lines it
-printed, and the next call starts a fresh worker. A worker that answered out of protocol is ended and its
+printed, and the next call starts a fresh worker; so does a call that lost the worker's CUDA context
+(`device.probe_context`: the worker answers, then ends). A worker that answered out of protocol is ended and its
 implementation is asked nothing more: every later call of its caller gets that answer at once (`broken`).
 Loading the implementation is bounded by the same per-call limit and tried once.
 
@@ -45,7 +46,7 @@ import numpy as np
 
 from specverify import env
 from specverify.judge import sandbox
-from specverify.judge.calls import CallError, Result, RunSetupError, error_text, invoke
+from specverify.judge.calls import TEXT, CallError, Result, RunSetupError, error_text, invoke
 from specverify.judge.materialize import Plan
 from specverify.judge.probes import seal
 
@@ -299,10 +300,13 @@ def worker_main(conn, stage_name: str, source: str, lib: str, device: str, log: 
         values = Budget(items)
         header = {"returned": encode(returned, Budget(items)),
                   "values": {k: encode(v, values) for k, v in bound.values_after().items()},
-                  "error": None if error is None else [error.kind, error.text, list(error.types), error.trace],
+                  "error": None if error is None else [error.kind, error.text, list(error.types), error.trace,
+                                                        error.context_lost],
                   "measures": measures}
         conn.send_bytes(json.dumps(header).encode())
         conn.send_bytes(arena.tobytes())
+        if error is not None and error.context_lost:
+            return      # every later CUDA call here would fail: the judge starts a fresh worker
 
 
 def signal_name(number: int) -> str:
@@ -577,9 +581,9 @@ class Isolated:
             header = parse_header(self.channel.read_frame(deadline, header_bytes))
             data = self.channel.read_frame(deadline, plan.size, exact=True)
             error = header["error"]
-            error = None if error is None else CallError(str(error[0]), str(error[1])[:300],
+            error = None if error is None else CallError(str(error[0]), str(error[1])[:TEXT],
                                                          tuple(str(t)[:100] for t in error[2][:32]),
-                                                         str(error[3])[-4000:])
+                                                         str(error[3])[-4000:], error[4] is True)
             if error is not None and error.kind not in ("raised", "exit", "timeout"):
                 raise ValueError("unknown error kind")
             if error is not None and "MemoryError" in error.types and self.memory and self.device == "cpu":
@@ -594,6 +598,8 @@ class Isolated:
         except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError) as exc:
             self.stop()
             return Result(None, {}, None, CallError("lost", f"answered out of protocol ({str(exc)[:120]})"))
+        if error is not None and error.context_lost:
+            self.stop()     # its CUDA context is gone (it ends itself): the next call starts a fresh worker
         return Result(np.frombuffer(data, np.uint8).copy(), values, returned, error, measures)
 
     def late(self, started: bool) -> CallError:

@@ -208,7 +208,7 @@ def device_callers(target: Target, base) -> list:
     count = device_count(target.device)
     names = [f"cuda:{i}" for i in range(count)] if target.device == "cuda" else ["cpu"] * count
     if not getattr(base, "isolated", False):
-        return [InProcess(base.impl, base.lib, name, base.timeout, base.warm_up) for name in names]
+        return [InProcess(base.impl, base.lib, name, base.timeout, base.warm_up, base.spare) for name in names]
     callers = []
     try:
         for name in names:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from specverify import env, interrupts
 from specverify.judge.calls import InProcess, Interrupted, RunSetupError, error_text
+from specverify.judge.device import context_lost
 from specverify.judge.harness import verify
 from specverify.judge.worker import Isolated
 from specverify.records import randomness
@@ -114,15 +115,25 @@ class Listener:
 
 
 def runs_isolated(target: Target, plan: RunPlan) -> bool:
+    """In a worker: outside implementations, ours when the plan isolates them, and ours on CUDA once this
+    process's CUDA context is lost (`device.context_lost`), so a kernel that broke it in an earlier check
+    changes no later verdict."""
     if target.impl is not None or target.backend.reference:
         return False      # a function handed over directly, or the reference itself
-    return plan.isolated or not target.backend.trusted
+    lost = target.device.startswith("cuda") and context_lost() is not None
+    return plan.isolated or lost or not target.backend.trusted
+
+
+def worker_caller(target: Target, plan: RunPlan, device: str | None = None) -> Isolated:
+    return Isolated(target.stage.name, target.source, target.backend.lib, device or target.device, plan.per_call,
+                    plan.memory, target.backend.warm_up)
 
 
 def caller_for(target: Target, plan: RunPlan):
+    """The target's caller: in a worker (`runs_isolated`, started here), else in this process with a worker
+    as its spare should a call here lose the CUDA context (`calls.InProcess`)."""
     if runs_isolated(target, plan):
-        caller = Isolated(target.stage.name, target.source, target.backend.lib, target.device, plan.per_call,
-                          plan.memory, target.backend.warm_up)
+        caller = worker_caller(target, plan)
         try:
             problem = caller.start()
         except RunSetupError:
@@ -132,7 +143,9 @@ def caller_for(target: Target, plan: RunPlan):
             caller.close()
             raise ImplementationNotFound(f"{target.source}: {problem.text}")
         return caller
-    return InProcess(target.load(), target.backend.lib, target.device, plan.per_call, target.backend.warm_up)
+    spare = None if target.impl is not None or target.backend.reference else \
+        lambda device: worker_caller(target, plan, device)
+    return InProcess(target.load(), target.backend.lib, target.device, plan.per_call, target.backend.warm_up, spare)
 
 
 def checks_of(target: Target, plan: RunPlan) -> list:

@@ -49,3 +49,25 @@ def test_all_greedy_example_has_no_noise(script):
     example = script.bench_example(stage, 2, script.CASES["rejection.sample:all_greedy"], vocab=64)
     assert all(example.inputs[name] is None for name in ("is_greedy", "uniform_probs", "inv_q"))
     assert stage.bench(2, 64, np.random.default_rng(0)).inputs["is_greedy"] is not None
+
+
+@pytest.fixture(scope="module")
+def variants():
+    return bench_script("chain_variants")
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("key", ["graph.dsa_indexer_metadata", "rejection.expand"])
+def test_every_candidate_launch_leaves_the_references_bytes(variants, key, batch):
+    """bench/chain_variants.py's candidates (a dsa request's tokens over several programs among them) on
+    small bench inputs, against the engine-shaped reference."""
+    from specverify.judge.materialize import plan
+    from specverify.records.registry import all_stages
+
+    case = variants.CASES[key]
+    stage = all_stages()[key]
+    call_plan, arena = plan(stage, variants.engine_shapes.bench_example(stage, batch, case))
+    reference = variants.engine_shapes.arena_after(call_plan, arena, case[1], "cpu")
+    for label, candidate in variants.VARIANTS[key].items():
+        mine = variants.engine_shapes.arena_after(call_plan, arena, lambda kw: lambda: candidate(**kw), "cpu")
+        assert np.array_equal(mine, reference), f"{key} {label} at B = {batch}"
