@@ -56,6 +56,8 @@ TABLES_VALID = ("V at tile edges (2, 8191, 8192, 8193, 151936) or small (1 to 64
                 "bounded; target rows normalized "
                 "with 0, 50 or 95 % zeros; draft probs absent, independent, or mostly equal to the target "
                 "(ratios of exactly 1, zero residuals); planted: equal maxima far apart and across tiles, "
+                "and in every table past two 2048-wide tiles 2048 apart in the first two tiles of half the rows "
+                "(one lane of a 2048-wide sweep), "
                 "all-zero residuals on one side of a tile edge, a lone peak on a tile edge or in the last "
                 "partial tile, zero draft probability at the drafted id, rows of -0.0 then +0.0 (every "
                 "score ties at zero).")

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from specverify.records.stage import Floor
 from specverify.strategies.draft_hazards import NAN_TILE
-from specverify.strategies.probability_tables import SMALL_VOCAB
+from specverify.strategies.probability_tables import LANE_TIE, SMALL_VOCAB
 from specverify.strategies.rejection import CDF_TILE
+
+LANE_TIES = Floor(f"ties: {LANE_TIE} apart in the first two tiles (one lane of a {LANE_TIE}-wide sweep)", 5,
+                  "equal maxima one lane apart in a sweep that gives a program several tiles of a row: a best "
+                  "kept per lane must keep the first (a planted `>=` in our own pick slipped through two of seeds "
+                  "0-3 before; the corpus holds such cases for the interpreter's shapes)")
 
 GREEDY = (
     Floor("batch: a request with more than 128 drafts", 15, "vLLM's kernels handle at most 128 (MAX_SPEC_LEN): "
@@ -41,6 +46,7 @@ RANDOM = (
 )
 
 RECOVERED = (
+    LANE_TIES,
     Floor("planted: ties", 6, "the lowest index of equal maxima, far apart and across tiles", interpreted=True),
     Floor("planted: tile edge", 4, "a lone peak on a tile edge"),
     Floor("planted: zero tiles", 3, "an all-zero residual on one side of a tile edge", interpreted=True),
@@ -82,6 +88,7 @@ EXPAND = (
 )
 
 SAMPLE = (
+    LANE_TIES,
     Floor("reached: an out-of-vocabulary draft tested", 12, "vLLM's random kernel accepts an out-of-vocabulary "
           "draft whose next-row cells pass", interpreted=True),
     Floor(f"reached: an out-of-vocabulary draft tested, V <= {SMALL_VOCAB}", 6, "the same kernel: a "
@@ -116,6 +123,7 @@ GREEDY_PADDED = (
 )
 
 SAMPLE_PADDED = (
+    LANE_TIES,
     Floor("reached: an out-of-vocabulary draft tested", 12, "vLLM's random kernel accepts an out-of-vocabulary "
           "draft whose next-row cells pass", interpreted=True),
     Floor("drafts: first mismatch a placeholder", 10, "a -1 draft is rejected"),

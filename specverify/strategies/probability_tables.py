@@ -61,8 +61,8 @@ class Tables:
 @st.composite
 def tables(draw, counts: np.ndarray, vocab: int, drafts: np.ndarray, given: bool | None = None) -> Tables:
     """Target and draft probabilities and the reciprocal exponential noise, with planted boundaries:
-    equal maxima far apart (within and across tiles, and in half the tables past 2 * LANE_TIE in one
-    lane of a tiled sweep: `lane_ties`), all-zero residuals, a lone peak in the last
+    equal maxima far apart (within and across tiles, and in one lane of a tiled sweep in every table past
+    2 * LANE_TIE: `lane_ties`), all-zero residuals, a lone peak in the last
     (partial) tile, zero draft probability at the drafted id, rows of -0.0 then +0.0; besides, in a
     quarter of the tables with draft probabilities, one request's first drafted id with q = 0 < p. Draft probabilities
     are never None when the declared domain says they are always `given`."""
@@ -137,7 +137,7 @@ def tables(draw, counts: np.ndarray, vocab: int, drafts: np.ndarray, given: bool
         at = int(rng.choice(firsts))
         draft[at, drafts[at]] = 0
         target[at, drafts[at]] = max(target[at, drafts[at]], np.float32(1 / vocab))
-    if vocab > 2 * LANE_TIE and tokens and rng.random() < 0.5:     # the generator's bytes: no Hypothesis draw
+    if vocab > 2 * LANE_TIE and tokens:     # the generator's bytes: no Hypothesis draw
         lane_ties(rng, target, draft, inv_q, request)
     return Tables(target, draft, inv_q)
 
