@@ -81,6 +81,24 @@ def test_recovered_worked(backend):
     assert got["recovered_token_ids"].tolist() == [0, 2, 2]
 
 
+@pytest.mark.parametrize("backend", ["torch", "triton"])
+def test_recovered_keeps_the_first_of_ties_one_lane_apart_at_a_real_vocabulary(backend):
+    """64 tokens of V = 151936, each with equal maxima 2048 apart in its first two 2048-wide tiles: on a GPU
+    the split pick gives each program several tiles of a row, so both meet in one lane (the valid tier's
+    cell budget never draws this shape; the interpreter's shapes are in the corpus)."""
+    if backend == "triton" and not env.cuda_available():
+        pytest.skip("the shape a GPU's split pick reaches (the interpreter's cases are in cases/rejection.*)")
+    rng = np.random.default_rng(7)
+    tokens, vocab = 64, 151936
+    target = rng.random((tokens, vocab), dtype=np.float32) * np.float32(0.5)
+    first = rng.integers(0, 2048, tokens)
+    target[np.arange(tokens), first] = target[np.arange(tokens), first + 2048] = 0.75
+    kw = dict(cu_num_draft_tokens=i32(tokens), draft_token_ids=np.full(tokens, -1, np.int32), target_probs=target,
+              inv_q=np.ones((1, vocab), np.float32), draft_probs=None)
+    got = run("rejection.recovered", backend, {"recovered_token_ids": np.full(tokens, -9, np.int32)}, **kw)
+    assert got["recovered_token_ids"].tolist() == first.tolist()
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_random_worked(backend):
     # V = 3. Row 0: ratio 0.25/0.5 = 0.5 == u accepts (ties accept), then u one ulp above the ratio rejects
