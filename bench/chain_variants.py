@@ -1,10 +1,11 @@
 """Candidate launches of our Triton kernels timed beside the engine's shape (bench/engine_shapes.py's
-references), for the chain rows still above it at B = 1 (issue 31): `graph.dsa_indexer_metadata` with 1, 2 or 4
-requests per program and 1, 2 or 4 warps, and one request's tokens split over 2 or more programs (`split_t*`);
-`rejection.expand` with R requests per program, a tile of T tokens and W warps (`r*_t*_w*`; T = "n": the
-next power of two of num_tokens, which bounds every span). A/A controls (the reference timed in our column)
-show the method's own bias for dsa, the all-greedy rejection.sample and expand. Each variant's outputs are
-compared byte for byte with the reference's before timing (`byte_equal`).
+references), for the chain rows above it at B = 1 (issue 31): `graph.dsa_indexer_metadata` with one request per
+program and 1 or 4 warps (`r1_w*`), or a request's tokens split T at a time over programs (`split_t*_w*`);
+`rejection.expand` with R requests per program, a tile of T tokens and W warps (`r*_t*_w*`; T = "n": the next
+power of two of num_tokens, which bounds every span). "ours" is the wrapper's choice; r1_w4 (dsa) and r32_t8_w4
+(expand) are the launches before the split and one-row paths. A/A controls (the reference timed in our column)
+show the method's own bias. Each variant's outputs are compared byte for byte with the reference's before
+timing (`byte_equal`).
 
     OUT=/tmp/out PYTHONPATH=. python bench/chain_variants.py
 
@@ -49,18 +50,14 @@ CASES = engine_shapes.CASES
 VARIANTS = {
     "graph.dsa_indexer_metadata": {
         "ours": graph.dsa_indexer_metadata,
-        **{f"r{r}_w{w}": dsa_variant(r, w) for r in (1, 2, 4) for w in (1, 4)},
-        **{f"split_t{t}_w{w}": dsa_variant(1, w, t) for t in (2, 4) for w in (1, 2, 4)},
+        **{f"r{r}_w{w}": dsa_variant(r, w) for r, w in ((1, 1), (1, 4))},
+        **{f"split_t{t}_w{w}": dsa_variant(1, w, t) for t in (2, 4) for w in (1, 4)},
         "aa_control": engine_shapes.same_as_reference(CASES["graph.dsa_indexer_metadata"][1]),
-    },
-    "rejection.sample:all_greedy": {
-        "ours": rejection.sample,
-        "aa_control": engine_shapes.same_as_reference(CASES["rejection.sample:all_greedy"][1]),
     },
     "rejection.expand": {
         "ours": rejection.expand,
         **{f"r{r}_t{t}_w{w}": expand_variant(r, t, w)
-           for r, t, w in ((1, "n", 1), (1, "n", 4), (1, 8, 1), (4, 8, 1), (8, 8, 1), (32, 8, 1), (32, 8, 4))},
+           for r, t, w in ((1, "n", 1), (1, "n", 4), (1, 8, 1), (8, 8, 1), (32, 8, 1), (32, 8, 4))},
         "aa_control": engine_shapes.same_as_reference(CASES["rejection.expand"][1]),
     },
 }

@@ -23,6 +23,7 @@ WIDTH = 64          # most query tokens per request per step of a token tile (st
 DSA_TILE = 2048     # block-table entries written per program per step (dsa)
 DSA_ONE_REQUEST = 256   # CUDA dsa batches up to this size get one request per program (more programs, shorter
                         # ones); the interpreter packs several from B = 2 on, so the CPU checks run that path too
+DSA_SPLIT = 4           # dsa batches up to this size split each request's tokens over programs of half the tile
 
 
 def lanes(n: int, most: int) -> int:
@@ -249,7 +250,8 @@ def dsa_indexer_metadata(*, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_s
                          expanded_block_table):
     """See `specverify.oracles.graph.dsa_indexer_metadata`. One launch over the requests; the token
     tile's width is N / B rounded up (the mean query length when N is exact); on CUDA one request per program
-    up to DSA_ONE_REQUEST requests, more per program beyond."""
+    up to DSA_ONE_REQUEST requests, more per program beyond; up to DSA_SPLIT requests (CUDA and the interpreter)
+    a request's mean query length is spread over programs of half that width."""
     batch, blocks = validate(oracle.check_dsa_indexer_metadata, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_size,
                              dcp_rank, indexer_kv_lens, expanded_block_table, values=reads_values(q_seqlens))
     if batch == 0 or N == 0:
@@ -257,7 +259,11 @@ def dsa_indexer_metadata(*, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_s
     columns, span = dsa_tile(batch, blocks, N)
     alone = batch <= (DSA_ONE_REQUEST if q_seqlens.is_cuda else 1)
     rows = 1 if alone else min(lanes(batch, REQUESTS), max(DSA_TILE // (span * columns), 1))
-    dsa_kernel[(cdiv(batch, rows),)](
+    grid = (cdiv(batch, rows), 1)
+    if batch <= DSA_SPLIT:      # a few requests: more, smaller programs (a request's tokens in halves of the tile)
+        rows, span = 1, max(span // 2, 1)
+        grid = (batch, cdiv(cdiv(N, batch), span))
+    dsa_kernel[grid](
         q_seqlens, q_seqlens.stride(0), kv_seqlens, kv_seqlens.stride(0), cu_q, cu_q.stride(0), block_offsets,
         block_offsets.stride(0), block_offsets.stride(1), indexer_kv_lens, expanded_block_table, batch, blocks, N,
         DCP_SIZE=int(dcp_size), DCP_RANK=int(dcp_rank), BLOCK_R=rows, BLOCK_W=span, BLOCK_C=columns)

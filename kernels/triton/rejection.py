@@ -49,6 +49,7 @@ BLOCK_V = 2048          # the widest vocabulary tile (a pick program over it has
 PROGRAMS_PER_SM = 8     # split picks aim at this many programs per SM
 MIN_BLOCK = 256         # the narrowest tile a split pick shrinks to (CUDA)
 EXPAND_ROWS = 32        # requests per program of expand
+EXPAND_ONE_ROW = 8      # expand batches up to this size get one request per program, one tile of num_tokens
 CPU_PROGRAMS, CPU_MIN_BLOCK = 8, 16     # the same under the interpreter: small tables split too, and a row
                                         # of 8193 swept by 2 to 7 tokens gives a program several 2048-wide tiles
 KEY_NONE = tl.constexpr(NO_KEY)
@@ -414,13 +415,18 @@ def sample_padded(*, draft_token_ids, draft_probs, target_probs, bonus_token_ids
 
 @prepared
 def expand(*, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded):
-    """See `specverify.oracles.rejection.expand`. One launch, EXPAND_ROWS requests per program."""
+    """See `specverify.oracles.rejection.expand`. One launch: EXPAND_ROWS requests per program in tiles of 8
+    tokens, or up to EXPAND_ONE_ROW requests one per program in one tile of num_tokens (which bounds every span;
+    at most 1024, a longer span loops)."""
     value_from, value_to = validate(check_expand, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded,
                                     values=reads_values(cu_num_tokens))
     if len(x) == 0:
         return
-    expand_kernel[(cdiv(len(x), EXPAND_ROWS),)](expanded, x.contiguous(), cu_num_tokens.contiguous(), len(x),
-                                               value_from.item(), value_to.item(), ROWS=EXPAND_ROWS, BLOCK=8)
+    rows, block = EXPAND_ROWS, 8
+    if len(x) <= EXPAND_ONE_ROW:
+        rows, block = 1, min(next_power_of_2(max(int(num_tokens), 1)), 1024)
+    expand_kernel[(cdiv(len(x), rows),)](expanded, x.contiguous(), cu_num_tokens.contiguous(), len(x),
+                                         value_from.item(), value_to.item(), ROWS=rows, BLOCK=block)
 
 
 # ---------------------------------------------------------------- rejection.chain_cdf
