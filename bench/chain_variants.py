@@ -1,11 +1,11 @@
 """Candidate launches of our Triton kernels timed beside the engine's shape (bench/engine_shapes.py's
-references), for the chain rows above it at B = 1 (issue 31): `graph.dsa_indexer_metadata` with one request per
-program and 1 or 4 warps (`r1_w*`), or a request's tokens split T at a time over programs (`split_t*_w*`);
-`rejection.expand` with R requests per program, a tile of T tokens and W warps (`r*_t*_w*`; T = "n": the next
-power of two of num_tokens, which bounds every span). "ours" is the wrapper's choice; r1_w4 (dsa) and r32_t8_w4
-(expand) are the launches before the split and one-row paths. A/A controls (the reference timed in our column)
-show the method's own bias. Each variant's outputs are compared byte for byte with the reference's before
-timing (`byte_equal`).
+references), for the chain rows above it at B = 1 (issue 31): `graph.dsa_indexer_metadata` with 1 or 2 requests
+per program and 1 or 4 warps (`r*_w*`); `rejection.expand` with R requests per program, a tile of T tokens and W
+warps (`r*_t*_w*`; T = "n": the next power of two of num_tokens, which bounds every span). "ours" is the wrapper's
+choice; r32_t8_w4 is expand's launch before the one-row path. A/A controls (the reference timed in our column)
+show the method's own bias. Each variant's outputs are compared byte for byte with the reference's before timing
+(`byte_equal`). A split of a dsa request's tokens over programs was measured (tree/chain_variants_h100_b81fa1c.json)
+and dropped.
 
     OUT=/tmp/out PYTHONPATH=. python bench/chain_variants.py
 
@@ -19,16 +19,12 @@ from specverify.kernels.triton import graph, rejection
 from specverify.kernels.triton.launch import cdiv, next_power_of_2
 
 
-def dsa_variant(rows, warps, split=None):
-    """`split`: one request per program, its tokens `split` at a time over cdiv(N / B, split) programs."""
+def dsa_variant(rows, warps):
     def call(**kw):
         q, table = kw["q_seqlens"], kw["block_offsets"]
         batch, blocks, n = len(q), table.shape[1], kw["N"]
         columns, span = graph.dsa_tile(batch, blocks, n)
-        grid = (cdiv(batch, rows), 1)
-        if split is not None:
-            grid, span = (batch, cdiv(cdiv(n, batch), split)), split
-        graph.dsa_kernel[grid](
+        graph.dsa_kernel[(cdiv(batch, rows),)](
             q, q.stride(0), kw["kv_seqlens"], kw["kv_seqlens"].stride(0), kw["cu_q"], kw["cu_q"].stride(0), table,
             table.stride(0), table.stride(1), kw["indexer_kv_lens"], kw["expanded_block_table"], batch, blocks, n,
             DCP_SIZE=kw["dcp_size"], DCP_RANK=kw["dcp_rank"], BLOCK_R=rows, BLOCK_W=span, BLOCK_C=columns,
@@ -50,8 +46,7 @@ CASES = engine_shapes.CASES
 VARIANTS = {
     "graph.dsa_indexer_metadata": {
         "ours": graph.dsa_indexer_metadata,
-        **{f"r{r}_w{w}": dsa_variant(r, w) for r, w in ((1, 1), (1, 4))},
-        **{f"split_t{t}_w{w}": dsa_variant(1, w, t) for t in (2, 4) for w in (1, 4)},
+        **{f"r{r}_w{w}": dsa_variant(r, w) for r, w in ((1, 1), (1, 4), (2, 4))},
         "aa_control": engine_shapes.same_as_reference(CASES["graph.dsa_indexer_metadata"][1]),
     },
     "rejection.expand": {

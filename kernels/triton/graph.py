@@ -23,7 +23,6 @@ WIDTH = 64          # most query tokens per request per step of a token tile (st
 DSA_TILE = 2048     # block-table entries written per program per step (dsa)
 DSA_ONE_REQUEST = 256   # CUDA dsa batches up to this size get one request per program (more programs, shorter
                         # ones); the interpreter packs several from B = 2 on, so the CPU checks run that path too
-DSA_SPLIT = 4           # dsa batches up to this size split each request's tokens over programs of half the tile
 
 
 def lanes(n: int, most: int) -> int:
@@ -219,21 +218,19 @@ def dsa_tokens(lens_ptr, out_table_ptr, table_ptr, table_rows, table_cols, b, fe
 def dsa_kernel(q_ptr, q_stride, kv_ptr, kv_stride, cu_ptr, cu_stride, table_ptr, table_rows, table_cols,
                lens_ptr, out_table_ptr, batch, blocks, n_rows, DCP_SIZE: tl.constexpr, DCP_RANK: tl.constexpr,
                BLOCK_R: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Program (p, t): requests [p * BLOCK_R, (p + 1) * BLOCK_R), their tokens t * BLOCK_W + [0, BLOCK_W)
-    (and every T * BLOCK_W after, T the grid's second size) as [BLOCK_R, BLOCK_W, BLOCK_C] tiles: one round
-    of independent loads (q, kv, cu_q, the block rows), then the stores; a loop only for queries longer
-    than T * BLOCK_W. dcp_size and dcp_rank are compile-time constants (one build per pair, as the engines
-    specialize), so the division by dcp_size is a constant one."""
+    """Program p: requests [p * BLOCK_R, (p + 1) * BLOCK_R), with their tokens as [BLOCK_R, BLOCK_W,
+    BLOCK_C] tiles: one round of independent loads (q, kv, cu_q, the block rows), then the stores; a
+    loop only for queries longer than BLOCK_W. dcp_size and dcp_rank are compile-time constants (one build
+    per pair, as the engines specialize), so the division by dcp_size is a constant one."""
     b = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
-    first, step = tl.program_id(1) * BLOCK_W, tl.num_programs(1) * BLOCK_W
     real = b < batch
     at = b.to(tl.int64)
     q = tl.load(q_ptr + at * q_stride, mask=real, other=0).to(tl.int64)
     kv = tl.load(kv_ptr + at * kv_stride, mask=real, other=0).to(tl.int64)
     start = tl.load(cu_ptr + at * cu_stride, mask=real, other=0).to(tl.int64)
-    dsa_tokens(lens_ptr, out_table_ptr, table_ptr, table_rows, table_cols, b, real, start, q, kv, first, blocks,
+    dsa_tokens(lens_ptr, out_table_ptr, table_ptr, table_rows, table_cols, b, real, start, q, kv, 0, blocks,
                n_rows, DCP_SIZE, DCP_RANK, BLOCK_W, BLOCK_C)     # block rows read with q, not after it
-    for j0 in range(first + step, tl.max(q, 0), step):  # queries longer than T * BLOCK_W only
+    for j0 in range(BLOCK_W, tl.max(q, 0), BLOCK_W):  # queries longer than BLOCK_W only
         dsa_tokens(lens_ptr, out_table_ptr, table_ptr, table_rows, table_cols, b, q > j0, start, q, kv, j0,
                    blocks, n_rows, DCP_SIZE, DCP_RANK, BLOCK_W, BLOCK_C)
 
@@ -250,8 +247,7 @@ def dsa_indexer_metadata(*, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_s
                          expanded_block_table):
     """See `specverify.oracles.graph.dsa_indexer_metadata`. One launch over the requests; the token
     tile's width is N / B rounded up (the mean query length when N is exact); on CUDA one request per program
-    up to DSA_ONE_REQUEST requests, more per program beyond; up to DSA_SPLIT requests (CUDA and the interpreter)
-    a request's mean query length is spread over programs of half that width."""
+    up to DSA_ONE_REQUEST requests, more per program beyond."""
     batch, blocks = validate(oracle.check_dsa_indexer_metadata, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_size,
                              dcp_rank, indexer_kv_lens, expanded_block_table, values=reads_values(q_seqlens))
     if batch == 0 or N == 0:
@@ -259,11 +255,7 @@ def dsa_indexer_metadata(*, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_s
     columns, span = dsa_tile(batch, blocks, N)
     alone = batch <= (DSA_ONE_REQUEST if q_seqlens.is_cuda else 1)
     rows = 1 if alone else min(lanes(batch, REQUESTS), max(DSA_TILE // (span * columns), 1))
-    grid = (cdiv(batch, rows), 1)
-    if batch <= DSA_SPLIT:      # a few requests: more, smaller programs (a request's tokens in halves of the tile)
-        rows, span = 1, max(span // 2, 1)
-        grid = (batch, cdiv(cdiv(N, batch), span))
-    dsa_kernel[grid](
+    dsa_kernel[(cdiv(batch, rows),)](
         q_seqlens, q_seqlens.stride(0), kv_seqlens, kv_seqlens.stride(0), cu_q, cu_q.stride(0), block_offsets,
         block_offsets.stride(0), block_offsets.stride(1), indexer_kv_lens, expanded_block_table, batch, blocks, N,
         DCP_SIZE=int(dcp_size), DCP_RANK=int(dcp_rank), BLOCK_R=rows, BLOCK_W=span, BLOCK_C=columns)

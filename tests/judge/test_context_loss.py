@@ -99,5 +99,4 @@ def test_a_kernel_that_loses_the_context_fails_alone_and_the_next_target_still_p
     status, headline, report = found["hostile"]
     assert status == "failed" and calls.CONTEXT_LOST in headline + report, found["hostile"]
     assert "device-side assert" in found["lost"]
-    # the shrunk case is the smallest batch that breaks it, replayed in fresh workers: three requests
-    assert "cu_num_draft_tokens" in report and report.count("context") >= 1
+    assert "B = 3" in report, report    # shrunk in fresh workers to the smallest batch that breaks it
