@@ -11,8 +11,10 @@ Nor is it raised inside an import that may not be cut (numpy's native part, a mo
 it could not be imported again, and the reports need it), nor while a native module initializes (Triton's
 creates enums by calling back into Python: an exception there aborts the process), nor while a thread is
 being started (cut there, the new thread may or may not run and cannot be joined), nor in this module's
-bookkeeping or code marked `atomic` (a timer being set or cleared). Imports of torch, Triton and our kernels may
-be cut (the longest; nothing after the signal needs them). Nor while an `Interrupted` is on its way up: the main
+bookkeeping or code marked `atomic` (a timer being set or cleared), nor inside an import of torch (its native
+part calls back into Python while it loads: an exception there once aborted a CI run with SIGABRT; the import
+ends within a second or two, then the signal lands). Imports of Triton and our kernels may be cut (nothing after
+the signal needs them), except for the torch they import. Nor while an `Interrupted` is on its way up: the main
 thread is handling one (an `except`, `finally` or `__exit__` it passes through, a handler's cleanup). Until the
 interrupt is `caught()` by the command, a watcher thread signals the main thread again every `AGAIN` seconds: so
 a signal that came at such a moment lands as soon as it is past, and one that was swallowed (native code that
@@ -33,7 +35,7 @@ from typing import Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 IMPORTING = "<frozen importlib._bootstrap>"   # the code of an import under way
-CUT_SHORT = ("torch", "triton", "specverify.kernels")   # imports a signal may cut: nothing after it needs them
+CUT_SHORT = ("triton", "specverify.kernels")   # imports a signal may cut: nothing after it needs them
 NATIVE_INIT = ("create_module", "exec_module")   # an ExtensionFileLoader's steps: a native module's init
 AGAIN = 0.1          # seconds between the watcher's signals while an interrupt has not landed
 
