@@ -16,7 +16,7 @@ sys.path.insert(0, "bench")
 
 import engine_shapes
 from specverify.kernels.triton import graph, rejection
-from specverify.kernels.triton.launch import cdiv, next_power_of_2
+from specverify.kernels.triton.launch import cdiv
 
 
 def dsa_variant(rows, warps):
@@ -36,7 +36,7 @@ def expand_variant(rows, tokens, warps):
     def call(**kw):
         x, cu = kw["x"], kw["cu_num_tokens"]
         value_from, value_to = engine_shapes.scalar(kw["replace_from"]), engine_shapes.scalar(kw["replace_to"])
-        block = min(next_power_of_2(max(kw["num_tokens"], 1)), 1024) if tokens == "n" else tokens
+        block = rejection.one_row_tile(kw["num_tokens"]) if tokens == "n" else tokens
         rejection.expand_kernel[(cdiv(len(x), rows),)](kw["expanded"], x, cu, len(x), value_from, value_to,
                                                         ROWS=rows, BLOCK=block, num_warps=warps)
     return call

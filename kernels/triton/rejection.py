@@ -413,6 +413,12 @@ def sample_padded(*, draft_token_ids, draft_probs, target_probs, bonus_token_ids
            uniform=uniform_probs, fill=True, rejected=num_rejected_tokens, last=last_token_ids)
 
 
+def one_row_tile(num_tokens) -> int:
+    """Expand's tile for one request per program: num_tokens (which bounds every span) rounded up to a power of
+    two, at most 1024 (a longer span loops)."""
+    return min(next_power_of_2(max(int(num_tokens), 1)), 1024)
+
+
 @prepared
 def expand(*, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded):
     """See `specverify.oracles.rejection.expand`. One launch: EXPAND_ROWS requests per program in tiles of 8
@@ -422,9 +428,7 @@ def expand(*, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded):
                                     values=reads_values(cu_num_tokens))
     if len(x) == 0:
         return
-    rows, block = EXPAND_ROWS, 8
-    if len(x) <= EXPAND_ONE_ROW:
-        rows, block = 1, min(next_power_of_2(max(int(num_tokens), 1)), 1024)
+    rows, block = (1, one_row_tile(num_tokens)) if len(x) <= EXPAND_ONE_ROW else (EXPAND_ROWS, 8)
     expand_kernel[(cdiv(len(x), rows),)](expanded, x.contiguous(), cu_num_tokens.contiguous(), len(x),
                                          value_from.item(), value_to.item(), ROWS=rows, BLOCK=block)
 

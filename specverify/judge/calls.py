@@ -18,11 +18,12 @@ import numpy as np
 
 from specverify import interrupts
 from specverify.interrupts import Interrupted
+from specverify.judge.device import context_lost, probe_context
 from specverify.judge.materialize import Bound, Plan
 
-SUITE_ERRORS = frozenset({"no-room"})
+SUITE_ERRORS = frozenset({"no-room"})    # CallError kinds that are the suite's limit, not the callee's doing
 TEXT = 300                               # characters of a CallError's one line
-CONTEXT_LOST = "(the CUDA context of its process is lost with it: the next call runs in a fresh worker process)"    # CallError kinds that are the suite's limit, not the callee's doing
+CONTEXT_LOST = "(the CUDA context of its process is lost with it: the next call runs in a fresh worker process)"
 
 
 @dataclass
@@ -153,9 +154,7 @@ def invoke(impl: Callable[..., Any], plan: Plan, arena: np.ndarray, lib: str, de
         bound.read_back()
     except Exception as exc:  # a kernel that broke the device context: the bytes are lost
         error = error or CallError("raised", f"the device failed after the call: {error_text(exc)}")
-    if error is not None and error.kind != "no-room" and device.startswith("cuda"):
-        from specverify.judge.device import probe_context
-
+    if error is not None and error.kind not in SUITE_ERRORS and device.startswith("cuda"):
         if probe_context(device) is not None:
             error.context_lost = True
             error.text = f"{error.text[:TEXT - len(CONTEXT_LOST) - 1]} {CONTEXT_LOST}"
@@ -176,11 +175,8 @@ class InProcess:
         self.spare, self.moved = spare, None
 
     def call(self, plan: Plan, arena: np.ndarray, checked: bool = False, probe: str = "plain") -> Result:
-        if self.moved is None and self.spare is not None and self.device.startswith("cuda"):
-            from specverify.judge.device import context_lost
-
-            if context_lost() is not None:
-                self.moved = self.spare(self.device)
+        if self.moved is None and self.spare is not None and self.device.startswith("cuda") and context_lost():
+            self.moved = self.spare(self.device)
         if self.moved is not None:
             return self.moved.call(plan, arena, checked, probe)
         returned, error, bound, measures = invoke(self.impl, plan, arena, self.lib, self.device, checked,

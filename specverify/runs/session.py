@@ -118,10 +118,15 @@ def runs_isolated(target: Target, plan: RunPlan) -> bool:
     """In a worker: outside implementations, ours when the plan isolates them, and ours on CUDA once this
     process's CUDA context is lost (`device.context_lost`), so a kernel that broke it in an earlier check
     changes no later verdict."""
-    if target.impl is not None or target.backend.reference:
-        return False      # a function handed over directly, or the reference itself
+    if not isolable(target):
+        return False
     lost = target.device.startswith("cuda") and context_lost() is not None
     return plan.isolated or lost or not target.backend.trusted
+
+
+def isolable(target: Target) -> bool:
+    """Whether a worker can run the target: not a function handed over directly, nor the reference itself."""
+    return target.impl is None and not target.backend.reference
 
 
 def worker_caller(target: Target, plan: RunPlan, device: str | None = None) -> Isolated:
@@ -143,8 +148,7 @@ def caller_for(target: Target, plan: RunPlan):
             caller.close()
             raise ImplementationNotFound(f"{target.source}: {problem.text}")
         return caller
-    spare = None if target.impl is not None or target.backend.reference else \
-        lambda device: worker_caller(target, plan, device)
+    spare = (lambda device: worker_caller(target, plan, device)) if isolable(target) else None
     return InProcess(target.load(), target.backend.lib, target.device, plan.per_call, target.backend.warm_up, spare)
 
 

@@ -59,8 +59,8 @@ def variants():
 @pytest.mark.parametrize("batch", [1, 3])
 @pytest.mark.parametrize("key", ["graph.dsa_indexer_metadata", "rejection.expand"])
 def test_every_candidate_launch_leaves_the_references_bytes(variants, key, batch):
-    """bench/chain_variants.py's candidates (a dsa request's tokens over several programs among them) on
-    small bench inputs, against the engine-shaped reference."""
+    """bench/chain_variants.py's candidates (expand's one-row tiles, dsa's requests per program) on small bench
+    inputs, against the engine-shaped reference."""
     from specverify.judge.materialize import plan
     from specverify.records.registry import all_stages
 
