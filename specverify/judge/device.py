@@ -142,9 +142,7 @@ def probe_context(device: str) -> str | None:
         try:
             synchronize(device)
         except Exception as exc:  # the context is gone: say which error took it
-            from specverify.judge.calls import error_text
-
-            _lost.append(error_text(exc))
+            _lost.append(f"{type(exc).__name__}: {exc}".splitlines()[0][:200])
     return context_lost()
 
 
