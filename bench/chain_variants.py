@@ -1,6 +1,7 @@
 """Candidate launches of our Triton kernels timed beside the engine's shape (bench/engine_shapes.py's
 references), for the chain rows above it at B = 1 (issue 31): `graph.dsa_indexer_metadata` with 1 or 2 requests
-per program and 1 or 4 warps (`r*_w*`); `rejection.expand` with R requests per program, a tile of T tokens and W
+per program and 1 or 4 warps (`r*_w*`; `_loop`: the block columns through a loop even when one step covers them,
+the kernel before ONE_STEP); `rejection.expand` with R requests per program, a tile of T tokens and W
 warps (`r*_t*_w*`; T = "n": the next power of two of num_tokens, which bounds every span). "ours" is the wrapper's
 choice; r32_t8_w4 is expand's launch before the one-row path. A/A controls (the reference timed in our column)
 show the method's own bias. Each variant's outputs are compared byte for byte with the reference's before timing
@@ -19,7 +20,7 @@ from specverify.kernels.triton import graph, rejection
 from specverify.kernels.triton.launch import cdiv
 
 
-def dsa_variant(rows, warps):
+def dsa_variant(rows, warps, loop=False):
     def call(**kw):
         q, table = kw["q_seqlens"], kw["block_offsets"]
         batch, blocks, n = len(q), table.shape[1], kw["N"]
@@ -28,7 +29,7 @@ def dsa_variant(rows, warps):
             q, q.stride(0), kw["kv_seqlens"], kw["kv_seqlens"].stride(0), kw["cu_q"], kw["cu_q"].stride(0), table,
             table.stride(0), table.stride(1), kw["indexer_kv_lens"], kw["expanded_block_table"], batch, blocks, n,
             DCP_SIZE=kw["dcp_size"], DCP_RANK=kw["dcp_rank"], BLOCK_R=rows, BLOCK_W=span, BLOCK_C=columns,
-            num_warps=warps)
+            ONE_STEP=not loop and blocks <= columns, num_warps=warps)
     return call
 
 
@@ -47,6 +48,7 @@ VARIANTS = {
     "graph.dsa_indexer_metadata": {
         "ours": graph.dsa_indexer_metadata,
         **{f"r{r}_w{w}": dsa_variant(r, w) for r, w in ((1, 1), (1, 4), (2, 4))},
+        "r1_w4_loop": dsa_variant(1, 4, loop=True),
         "aa_control": engine_shapes.same_as_reference(CASES["graph.dsa_indexer_metadata"][1]),
     },
     "rejection.expand": {

@@ -47,8 +47,13 @@ def run(args) -> int:
     options = mutate.Options(args.profile, args.examples, args.seed, selection.outside_device(args), args.jobs,
                              args.deadline, args.timeout, args.waivers, args.cases, args.out, tuple(args.check or ()))
     chosen = subjects(args)
-    enumerated = [(subject, *mutate.enumerate_mutants(subject.impl, args.operator)) for subject in chosen]
+    enumerated = [(subject, *mutate.enumerate_mutants(subject.impl, args.operator, args.mutant)) for subject in chosen]
     known = {m.id for _, everything, _ in enumerated for m in everything}
+    for wanted in args.mutant or ():
+        if wanted not in known:
+            raise UsageError(f"--mutant {wanted!r}: no mutant of the chosen stages has this id (see --list)")
+    if args.mutant:             # only the stages that hold one of them
+        enumerated = [row for row in enumerated if row[2]]
     if args.list:
         for subject, everything, picked in enumerated:
             picked = mutate.sample(picked, args.sample, f"{args.seed}:{subject.stage}")

@@ -237,6 +237,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("jobs", ("mutate",), "mutants checked at once", parse=positive, default=1, metavar="N"),
     Option("sample", ("mutate",), "check N of the mutants, chosen by --seed", parse=positive, metavar="N"),
     Option("operator", ("mutate",), "only mutants of this operator (repeatable)", action="append", metavar="OP"),
+    Option("mutant", ("mutate",), "only the mutant of this id, as --list and the reports print it (repeatable)",
+           action="append", metavar="ID"),
     Option("list", ("mutate",), "list the mutants and run nothing", action="store_true"),
     Option("equivalent", ("mutate",), "TOML of [[mutant]] id, reason (and stage): survivors judged equivalent",
            parse=Path, metavar="FILE"),

@@ -460,10 +460,12 @@ def end_all() -> None:
                 pass
 
 
-def enumerate_mutants(impl: str, operators: list[str] | None = None) -> tuple[list[Mutant], list[Mutant]]:
-    """(every mutant of the implementation, those of the chosen operators) from `specverify.mutation.mutants`."""
+def enumerate_mutants(impl: str, operators: list[str] | None = None,
+                      ids: list[str] | None = None) -> tuple[list[Mutant], list[Mutant]]:
+    """(every mutant of the implementation, those of the chosen operators and ids) from
+    `specverify.mutation.mutants`."""
     from specverify.mutation import mutants
 
     everything = mutants.mutants(impl)
-    chosen = everything if not operators else [m for m in everything if m.operator in operators]
+    chosen = [m for m in everything if (not operators or m.operator in operators) and (not ids or m.id in ids)]
     return everything, chosen

@@ -273,6 +273,8 @@ DSA_INDEXER_METADATA = wired(
         Floor("dsa: rows past the queries", 12, "rows at or past sum(q) are left untouched", interpreted=True),
         Floor("dsa: rank > 0", 10, "rank r holds ceil((visible - r) / dcp_size) entries", interpreted=True),
         Floor("dsa: a token with no entries on this rank", 3, "never fewer than 0 entries", interpreted=True),
+        Floor("dsa: a block row wider than 1024 columns", 3, "Triton: a block row copied in more than one column step",
+              interpreted=True),
         Floor("layout: strided", 20, "inputs sliced", interpreted=True),
         Floor("queries: one longer than the token tile", 4, "Triton: a query written in more than one step",
               interpreted=True),

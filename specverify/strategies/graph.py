@@ -23,6 +23,7 @@ DRAFT_KS = (1, 2, 3, 5, 7)       # K of target-verify layouts (K + 1 tokens per 
 VOCAB = 151936
 # the Triton kernels' tiles (kernels/triton/graph.py): a shape past one of them runs two programs or more
 TOKEN_TILE = 256                 # graph token slots per program (fill: TOKENS)
+WIDE_ROW = 1100                  # dsa: block-table columns past one Triton tile of 1024
 TABLE_TILE = 1024                # block-table entries per program, rows x columns padded to a power of two
 REQUEST_TILE = 16                # most requests per program (step_context, dsa: REQUESTS)
 
@@ -335,7 +336,11 @@ def dsa_indexer_metadata_example(draw, ctx: DrawContext, tier: str) -> Example:
         label("dsa: a token with no entries on this rank")
     label_programs(batch, REQUEST_TILE)
     label_tile_crossing(q, n_rows)
-    blocks = draw(st.sampled_from([1, 3, 4, 16, 17, 64] if not ctx.small else [1, 3, 4, 16]))   # NB not a power of two too
+    # NB not a power of two too, and a row wider than a Triton program's 1024 columns (a 128K context in
+    # blocks of 64 holds 2048)
+    blocks = draw(st.sampled_from([1, 3, 4, 16, 17, 64, WIDE_ROW] if not ctx.small else [1, 3, 4, 16, WIDE_ROW]))
+    if blocks > TABLE_TILE:
+        label("dsa: a block row wider than 1024 columns")
     dtypes = {f: draw(labelled_dtype(f, ctx)) for f in ("q_seqlens", "kv_seqlens", "cu_q", "block_offsets")}
     table = rng.integers(0, draw(st.sampled_from([4096, INT32_MAX])), (batch, blocks), endpoint=True)
     layouts = draw(sliced(["q_seqlens", "kv_seqlens", "cu_q"]))

@@ -241,6 +241,7 @@ def test_reports_written_whole(tmp_path):
     (["--stage", "rejection.expand", "--impl", IMPL, "--vendor", "vendor_demo"], "give one of --impl"),
     (["--stage", "rejection.*", "--impl", IMPL], "--impl mutates one stage"),
     (["--stage", "rejection.expand", "--impl", IMPL, "--operator", "no-such"], "not an operator"),
+    (["--stage", "rejection.expand", "--impl", IMPL, "--mutant", "no-such#0"], "no mutant of the chosen stages"),
     (["--vendor", "vendor_demo", "--stage", "tree.*"], "selects no stage that vendor vendor_demo implements"),
 ])
 def test_usage_errors(argv, words, capsys, monkeypatch):
@@ -265,6 +266,13 @@ def test_list_runs_nothing(monkeypatch, capsys):
     assert main(["mutate", "--stage", "rejection.expand", "--impl", IMPL, "--list", "--sample", "1"]) == 0
     out = capsys.readouterr().out
     assert "1 of 2 mutant(s)" in out and out.count(f"{SOURCE}:") == 1
+
+
+def test_list_of_chosen_ids(monkeypatch, capsys):
+    monkeypatch.setattr(mutants, "mutants", lambda impl, operators=None: [KILLING, CRASHING], raising=False)
+    assert main(["mutate", "--stage", "rejection.expand", "--impl", IMPL, "--list", "--mutant", CRASHING.id]) == 0
+    out = capsys.readouterr().out
+    assert "1 of 2 mutant(s)" in out and CRASHING.id in out and KILLING.id not in out
 
 
 def test_cli_writes_the_reports(tmp_path, monkeypatch, capsys):
