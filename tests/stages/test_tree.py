@@ -213,6 +213,36 @@ def test_pack_grid_past_one_wave_on_cuda():
         verify(target, example)
 
 
+def test_reconstruct_reads_a_mask_past_2_31_elements():
+    """524,289 chains of 64 nodes: the mask holds B * N * N > 2**31 elements (2.1 GB), so the Triton kernel
+    must form its offsets in int64 there (it takes int32 below). Every tree is a chain: node i sits at
+    verified_seq_len + i, its next token is i + 1, it has no sibling."""
+    from specverify.runs.wide_offsets import MIN_MEMORY, device_memory, one_at_a_time
+
+    if device_memory() < MIN_MEMORY:
+        pytest.skip(f"needs a CUDA device of {MIN_MEMORY >> 30} GiB or more")
+    from specverify.kernels.triton.tree import reconstruct_from_mask
+
+    batch, n, cuda = 2**31 // (64 * 64) + 1, 64, torch.device("cuda")
+    seq = torch.arange(batch, dtype=torch.int64, device=cuda) % 1000
+    node = torch.arange(n, dtype=torch.int64, device=cuda)
+    out = {"positions": torch.full((batch * n,), -9, dtype=torch.int64, device=cuda),
+           **{name: torch.full((batch, n), -9, dtype=torch.int64, device=cuda) for name in draw.INDEX_OUTPUTS[1:]}}
+    with one_at_a_time():
+        chain = torch.tril(torch.ones((n, n), dtype=torch.bool, device=cuda))
+        mask = chain.expand(batch, n, n).contiguous().view(-1)
+        reconstruct_from_mask(tree_mask=mask, verified_seq_len=seq, N=n, **out)
+        torch.cuda.synchronize()
+        del mask
+    expected = {"positions": (seq[:, None] + node).view(-1),
+                "retrieve_index": torch.arange(batch * n, dtype=torch.int64, device=cuda).view(batch, n),
+                "retrieve_next_token": torch.where(node < n - 1, node + 1, -1).expand(batch, n),
+                "retrieve_next_sibling": torch.full((batch, n), -1, dtype=torch.int64, device=cuda)}
+    for name, want in expected.items():
+        wrong = (out[name] != want).view(batch, -1).any(dim=1).nonzero().flatten()
+        assert len(wrong) == 0, f"{name}: {len(wrong)} requests wrong, the first {wrong[0].item()}"
+
+
 @pytest.mark.parametrize("change, message", [
     (lambda x: {"parent_list": np.array([[-1, 0, 1, 2, 5]], np.int64), "selected_index": np.array([[0, 1, 2, 3, 8]])},
      "parent_list: node 5's parent entry 5 (parent_list[4]) is not in selected_index"),
