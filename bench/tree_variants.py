@@ -11,7 +11,6 @@ import sys
 
 sys.path.insert(0, "bench")
 import torch
-import triton.language as tl
 
 import engine_shapes
 import tree_shapes
@@ -19,15 +18,15 @@ from specverify.kernels.triton import tree
 from specverify.kernels.triton.launch import next_power_of_2
 
 
-def rec_variant(offset):
-    """Our one-tile reconstruct with its offsets in `offset` whatever the size."""
+def rec_variant(wide):
+    """Our one-tile reconstruct with its offsets in int64 (`wide`) or int32 whatever the size."""
     def call(**kw):
         n = kw["N"]
         block = next_power_of_2(n)
         batch = kw["verified_seq_len"].shape[0]
         tree.reconstruct_tile_kernel[(batch,)](
             kw["tree_mask"].view(torch.uint8), kw["verified_seq_len"], kw["positions"], kw["retrieve_index"],
-            kw["retrieve_next_token"], kw["retrieve_next_sibling"], N=n, BLOCK_N=block, OFFSET=offset,
+            kw["retrieve_next_token"], kw["retrieve_next_sibling"], N=n, BLOCK_N=block, WIDE=wide,
             num_warps=tree.warps_for(block))
     return call
 
@@ -35,7 +34,7 @@ def rec_variant(offset):
 VARIANTS = {
     "tree.reconstruct_from_mask": {
         "ours": tree.reconstruct_from_mask,
-        "i64": rec_variant(tl.int64),
+        "i64": rec_variant(True),
         "aa_control": engine_shapes.same_as_reference(tree_shapes.reconstruct_reference),
     },
     "tree.pack_mask": {

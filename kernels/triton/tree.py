@@ -145,11 +145,13 @@ def build(*, parent_list, selected_index, verified_seq_len, topk, depth, N, tree
 @launcher
 @triton.jit
 def reconstruct_tile_kernel(mask_ptr, seq_ptr, pos_ptr, ri_ptr, nt_ptr, ns_ptr, N: tl.constexpr,
-                            BLOCK_N: tl.constexpr, OFFSET: tl.constexpr):
+                            BLOCK_N: tl.constexpr, WIDE: tl.constexpr):
     """A whole N x N mask in one tile (BLOCK_N <= ONE_TILE_NODES): every output from registers; N is a
-    compile-time constant (one build per tree size, as the engines specialize). Offsets are OFFSET: int32
-    while the mask's B * N * N elements stay under 2**31 (every offset is below that), int64 past it."""
-    b = tl.program_id(0).to(OFFSET)
+    compile-time constant (one build per tree size, as the engines specialize). Offsets are int32 while the
+    mask's B * N * N elements stay under 2**31 (every offset is below that), int64 past it (WIDE)."""
+    b = tl.program_id(0)
+    if WIDE:
+        b = b.to(tl.int64)
     node = tl.arange(0, BLOCK_N)
     rows, cols = node[:, None], node[None, :]
     marked = tl.load(mask_ptr + b * N * N + rows * N + cols, mask=(rows < N) & (cols < N), other=0) != 0
@@ -212,7 +214,7 @@ def reconstruct_from_mask(*, tree_mask, verified_seq_len, N, positions, retrieve
     outputs = (positions, retrieve_index, retrieve_next_token, retrieve_next_sibling)
     if block <= ONE_TILE_NODES:
         reconstruct_tile_kernel[(batch,)](tree_mask.view(torch.uint8), verified_seq_len, *outputs, N=N,
-                                          BLOCK_N=block, OFFSET=tl.int32 if batch * N * N < 2**31 else tl.int64,
+                                          BLOCK_N=block, WIDE=batch * N * N >= 2**31,
                                           num_warps=warps_for(block))
         return
     parents = scratch((batch, N), torch.long, verified_seq_len.device)
