@@ -65,6 +65,11 @@ OUTPUT_TAIL = 2000         # characters of a check process's output kept when it
 
 LIVE: set[subprocess.Popen] = set()    # the check processes running now (ended when a run is interrupted)
 LIVE_LOCK = threading.Lock()
+ENDING = threading.Event()              # set by end_all: no check process starts until the next run_mutants
+
+
+class Ended(Exception):
+    """A check was not started: the run is being interrupted (`end_all`)."""
 
 
 class EquivalentError(ValueError):
@@ -264,9 +269,11 @@ def run_check(command: list[str], folder: Path, deadline: float | None, extra_en
     log = folder / "output.log"
     started = time.monotonic()
     with open(log, "wb") as out:
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                   env={**os.environ, **extra_env}, start_new_session=True)
-        with LIVE_LOCK:
+        with LIVE_LOCK:         # not after end_all: a mutant's next dialect view would run to its deadline
+            if ENDING.is_set():
+                raise Ended("the run is being interrupted")
+            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                       env={**os.environ, **extra_env}, start_new_session=True)
             LIVE.add(process)
         try:
             status = process.wait(deadline)
@@ -423,6 +430,7 @@ def run_mutants(subject: Subject, found: list[Mutant], options: Options,
                 progress: Callable[[Subject, Result], None] | None = None) -> StageRun:
     """The baseline, then every mutant of `found` (`options.jobs` at a time): one StageRun, results in
     the order of `found`. `equivalent`: `load_equivalent`'s mapping; `progress` hears of each result."""
+    ENDING.clear()
     status, seconds = baseline(subject, options)
     run = StageRun(subject, status, seconds, len(found) if enumerated is None else enumerated)
     if status != "passed":
@@ -451,8 +459,10 @@ def run_mutants(subject: Subject, found: list[Mutant], options: Options,
 
 
 def end_all() -> None:
-    """SIGTERM to every check process running now (each ends its workers; run_check reaps it)."""
+    """SIGTERM to every check process running now (each ends its workers; run_check reaps it); none starts
+    after it (`Ended`) until the next run_mutants."""
     with LIVE_LOCK:
+        ENDING.set()
         for process in LIVE:
             try:
                 process.send_signal(signal.SIGTERM)

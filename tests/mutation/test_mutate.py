@@ -261,6 +261,19 @@ def test_usage_error_of_the_equivalence_file(tmp_path, capsys):
     assert stop.value.code == 2
 
 
+def test_no_check_starts_once_the_run_is_ending(tmp_path):
+    """After end_all (an interrupt), a mutant's next check (its next dialect view) is not started: before, it ran
+    to its deadline while the interrupted run waited for it."""
+    mutate.end_all()
+    try:
+        with pytest.raises(mutate.Ended):
+            mutate.run_check([sys.executable, "-c", "pass"], tmp_path, 5, {})
+        assert not (tmp_path / "output.log").read_bytes()
+    finally:
+        mutate.ENDING.clear()
+    assert mutate.run_check([sys.executable, "-c", "pass"], tmp_path, 5, {}).seconds >= 0
+
+
 def test_list_runs_nothing(monkeypatch, capsys):
     monkeypatch.setattr(mutants, "mutants", lambda impl, operators=None: [KILLING, CRASHING], raising=False)
     assert main(["mutate", "--stage", "rejection.expand", "--impl", IMPL, "--list", "--sample", "1"]) == 0
