@@ -84,10 +84,5 @@ def dsa_indexer_metadata(*, q_seqlens, kv_seqlens, cu_q, block_offsets, N, dcp_s
         visible = torch.div(visible, dcp_size, rounding_mode="floor")
     torch.where(live, visible.clamp_(min=0), indexer_kv_lens, out=indexer_kv_lens)
     if blocks:
-        table = block_offsets[owner]
-        if table.dtype == torch.int64 and expanded_block_table.dtype == torch.int32:
-            table = low_bits(table, torch.int32)   # the ids fit the output's int32
-        if table.dtype == expanded_block_table.dtype:
-            torch.where(live[:, None], table, expanded_block_table, out=expanded_block_table)
-        else:
-            expanded_block_table.copy_(torch.where(live[:, None], table, expanded_block_table))
+        table = low_bits(block_offsets[owner], torch.int32)   # the ids fit the output's int32 (its only dtype)
+        torch.where(live[:, None], table, expanded_block_table, out=expanded_block_table)
