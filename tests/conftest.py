@@ -21,3 +21,17 @@ def pytest_collection_modifyitems(config, items):
         random.Random(order.partition(":")[2]).shuffle(items)
     elif order:
         raise pytest.UsageError(f"SPECVERIFY_TEST_ORDER={order!r}: expected reverse or shuffle:SEED")
+
+
+@pytest.fixture
+def wide_cuda():
+    """The CUDA device, for a test whose tensors pass 2**31 elements: skipped under the wide-offsets check's
+    memory minimum, and held alone (that check's lock) for the test's length."""
+    from specverify.runs.wide_offsets import MIN_MEMORY, device_memory, one_at_a_time
+
+    if device_memory() < MIN_MEMORY:
+        pytest.skip(f"needs a CUDA device of {MIN_MEMORY >> 30} GiB or more")
+    import torch
+
+    with one_at_a_time():
+        yield torch.device("cuda")

@@ -184,20 +184,28 @@ def accept_out_cache_loc(*, accept_index, out_cache_loc, accepted_out_cache_loc)
                                          COUNT=COUNT_BLOCK, num_warps=ACCEPT_WARPS)
 
 
+@triton.jit
+def earlier_length(start_ptr, end_ptr, k, first):
+    """The summed lengths (int64) of the requests k that come before request `first`."""
+    earlier = k < first
+    return tl.sum(tl.load(end_ptr + k, mask=earlier, other=0) - tl.load(start_ptr + k, mask=earlier, other=0),
+                  0).to(tl.int64)
+
+
 @launcher
 @triton.jit
 def assign_kernel(rpi_ptr, start_ptr, end_ptr, loc_ptr, table_ptr, s_row, s_col, batch,
-                  BLOCK_R: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK: tl.constexpr):
-    """A program takes BLOCK_R requests: the lengths of every request before them (in blocks of
-    BLOCK_B) and an exclusive running sum inside give each its o_b; then their ranges as a
-    [BLOCK_R, BLOCK] tile, step by step up to the longest."""
+                  BLOCK_R: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK: tl.constexpr, ONE_STEP: tl.constexpr):
+    """A program takes BLOCK_R requests: the lengths of every request before them (in one load of BLOCK_B
+    when ONE_STEP, BLOCK_B >= batch; else in blocks of BLOCK_B) and an exclusive running sum inside give each
+    its o_b; then their ranges as a [BLOCK_R, BLOCK] tile, step by step up to the longest."""
     first = tl.program_id(0) * BLOCK_R
-    before = tl.full([], 0, tl.int64)
-    for k0 in range(0, first, BLOCK_B):
-        k = k0 + tl.arange(0, BLOCK_B)
-        earlier = k < first
-        before += tl.sum(tl.load(end_ptr + k, mask=earlier, other=0) - tl.load(start_ptr + k, mask=earlier, other=0),
-                         0)
+    if ONE_STEP:
+        before = earlier_length(start_ptr, end_ptr, tl.arange(0, BLOCK_B), first)
+    else:
+        before = tl.full([], 0, tl.int64)
+        for k0 in range(0, first, BLOCK_B):
+            before += earlier_length(start_ptr, end_ptr, k0 + tl.arange(0, BLOCK_B), first)
     r = first + tl.arange(0, BLOCK_R)
     live = r < batch
     start = tl.load(start_ptr + r, mask=live, other=0)
@@ -225,5 +233,6 @@ def assign_req_to_token(*, req_pool_indices, start_offset, end_offset, out_cache
     width = min(max(next_power_of_2(cdiv(out_cache_loc.shape[0], batch)), low), high)
     assign_kernel[(cdiv(batch, REQUESTS),)](
         req_pool_indices.contiguous(), start_offset.contiguous(), end_offset.contiguous(), out_cache_loc.contiguous(),
-        req_to_token, *req_to_token.stride(), batch,
-        BLOCK_R=REQUESTS, BLOCK_B=min(next_power_of_2(batch), PREFIX_BLOCK), BLOCK=width, num_warps=ASSIGN_WARPS)
+        req_to_token, *req_to_token.stride(), batch, BLOCK_R=REQUESTS,
+        BLOCK_B=min(next_power_of_2(batch), PREFIX_BLOCK), BLOCK=width, ONE_STEP=batch <= PREFIX_BLOCK,
+        num_warps=ASSIGN_WARPS)

@@ -8,9 +8,11 @@ lowest matching node by a min). Every offset is int64.
 
 `tree.reconstruct_from_mask`: a tree of up to ONE_TILE_NODES nodes is one register tile (its mask loaded
 once, every output reduced from it); a larger one goes in tiles of rows, its parents through a scratch row.
-`tree.pack_mask`: a program per request and PACK_BYTES output bytes; the program's first bit and byte are
-int64 offsets, its lanes' offsets from them int32. 4 warps a program while the grid fits the GPU at once
-(PACK_ONE_WAVE programs), 2 beyond, so a wider grid still runs in about one wave.
+`tree.pack_mask`: a program per request and PACK_BYTES output bytes; offsets in int32 while the mask's bits
+and the packed bytes (with the grid's reach past a segment) stay under 2**31, else the program's first bit and
+byte in int64. 4 warps a program while the grid fits the GPU at once
+(PACK_ONE_WAVE programs), 2 beyond, so a wider grid still runs in about one wave. The grid is (B, blocks), or
+(blocks, B) past GRID_Y blocks a request (Q * max_kv_len > 2**27 bits); both past it is refused.
 
 Verification: the greedy walk follows the contract: per level, along the child list until the first match.
 A tree of up to ONE_TILE_NODES nodes is walked in registers (`greedy_tile_kernel`: one round of loads, one
@@ -38,6 +40,7 @@ from specverify.oracles import tree as oracle
 TILE = 4096            # elements of a [rows, BLOCK_N] tile of the link and mask loops
 PACK_BYTES = 256       # output bytes per program of pack_mask (2048 bits)
 PACK_ONE_WAVE = 2048   # pack programs that fit an H100 or H200 at once with 4 warps each (132 SMs x 16)
+GRID_Y = 65535         # programs a CUDA grid holds on its second axis (pack_mask's blocks go first past it)
 ONE_TILE_NODES = 64    # reconstruct_from_mask and verify_greedy keep trees up to this many nodes in registers
 
 
@@ -224,20 +227,27 @@ def reconstruct_from_mask(*, tree_mask, verified_seq_len, N, positions, retrieve
 
 @launcher
 @triton.jit
-def pack_kernel(mask_ptr, kv_ptr, out_ptr, packed_ptr, Q: tl.constexpr, BYTES: tl.constexpr):
-    """Program (r, p) packs bytes [p*BYTES, (p+1)*BYTES) of request r's segment: the offsets of the program's
-    first bit and byte are int64, the lanes' offsets from them int32; Q is a compile-time constant (one build
-    per query width, as the engines specialize)."""
-    r = tl.program_id(0)
-    start = tl.load(kv_ptr + r).to(tl.int64)
-    out = tl.load(out_ptr + r).to(tl.int64)
-    first = tl.program_id(1).to(tl.int64) * BYTES                  # the program's first byte in the segment
-    left = (tl.load(kv_ptr + r + 1).to(tl.int64) - start) * Q - first * 8     # bits from that byte on
+def pack_kernel(mask_ptr, kv_ptr, out_ptr, packed_ptr, Q: tl.constexpr, BYTES: tl.constexpr, WIDE: tl.constexpr,
+                LONG: tl.constexpr):
+    """Program (r, p) packs bytes [p*BYTES, (p+1)*BYTES) of request r's segment; the grid is (B, blocks), or
+    (blocks, B) when LONG. Offsets are int32 unless WIDE (set when an offset may reach 2**31: then the
+    program's first bit and byte are int64, its lanes' offsets from them int32); Q is a compile-time constant
+    (one build per query width, as the engines specialize)."""
+    if LONG:
+        r, p = tl.program_id(1), tl.program_id(0)
+    else:
+        r, p = tl.program_id(0), tl.program_id(1)
+    start = tl.load(kv_ptr + r)
+    out = tl.load(out_ptr + r)
+    first = p * BYTES                                 # the program's first byte in the segment
+    if WIDE:
+        start, out, first = start.to(tl.int64), out.to(tl.int64), first.to(tl.int64)
+    left = (tl.load(kv_ptr + r + 1) - start) * Q - first * 8     # bits from that byte on
     bits = tl.minimum(tl.maximum(left, 0), BYTES * 8).to(tl.int32)
     byte = tl.arange(0, BYTES)
     bit = tl.arange(0, 8)
     index = byte[:, None] * 8 + bit[None, :]
-    marked = tl.load(mask_ptr + (start * Q + first * 8) + index, mask=index < bits, other=0) != 0
+    marked = tl.load(mask_ptr + (start * Q + first * 8) + index, mask=index < bits, other=0)   # bool bytes: 0 or 1
     value = tl.sum(marked.to(tl.int32) << bit[None, :], axis=1)
     tl.store(packed_ptr + (out + first) + byte, value.to(tl.uint8), mask=byte * 8 < bits)
 
@@ -252,8 +262,15 @@ def pack_mask(*, mask, kv_indptr, packed_indptr, Q, max_kv_len, packed):
     if batch == 0 or blocks == 0:
         return
     source = mask.view(torch.uint8) if mask.numel() else kv_indptr      # never read when empty
-    pack_kernel[(batch, blocks)](source, kv_indptr, packed_indptr, packed, Q=Q, BYTES=PACK_BYTES,
-                                 num_warps=4 if batch * blocks <= PACK_ONE_WAVE else 2)
+    reach = blocks * PACK_BYTES        # bytes past a segment's first that a program row may address
+    wide = max(mask.numel() + 8 * reach, packed.numel() + reach) >= 2**31
+    long = blocks > GRID_Y
+    if long and batch > GRID_Y:
+        raise ValueError(f"max_kv_len: Q * max_kv_len = {Q * max_kv_len} bits a request over B = {batch} requests "
+                         f"needs a grid of more than {GRID_Y} programs on both axes (the Triton kernel's limit)")
+    grid = (blocks, batch) if long else (batch, blocks)
+    pack_kernel[grid](source, kv_indptr, packed_indptr, packed, Q=Q, BYTES=PACK_BYTES, WIDE=wide, LONG=long,
+                      num_warps=4 if batch * blocks <= PACK_ONE_WAVE else 2)
 
 
 # ---------------------------------------------------------------- tree verification

@@ -63,6 +63,8 @@ COMMIT_FLOORS = (
     Floor("slots: an accepted token without a slot (-1)", 3, "slot -1 skips an accepted token", interpreted=True),
     Floor("unwritten tokens: collide", 6, "a rejected token on an accepted token's slot must not write it"),
     Floor("slots: last slot", 8, "the cache's last slot"),
+    Floor("cache: no blocks (tokens, none written)", 3, "caches of no blocks: every token unwritten, nothing "
+          "to address"),
     Floor("dtype: slot_mapping int32", 15, "int32 slot mappings"),
     Floor("tokens: more than 16 (several programs)", 3, "Triton programs of 16 tokens", interpreted=True),
     Floor("rows: more than 1024 elements (several programs)", 3, "Triton programs of 1024 row elements",
@@ -164,6 +166,7 @@ ACCEPT_FLOORS = (
     Floor("accept_index: more than 4352 entries (a program counts in several steps)", 4, "large B*S (PR #26866 "
           "class); the Triton count of the entries before a program goes 4096 at a time", interpreted=True),
     Floor("accept_index: S=0", 5, "S = 0: nothing written"),
+    Floor("out_cache_loc: empty (every entry -1)", 3, "no slot at all: nothing to gather, nothing written"),
     Floor("dtype: out_cache_loc int32", 15, "int32 slots (SGLang's NPU path)"),
     Floor("slots: near 2**31", 8, "int32 slots near their top"),
     Floor("slots: near 2**40", 3, "int64 slots beyond int32"),
@@ -237,6 +240,8 @@ ASSIGN_FLOORS = (
     Floor("batch: B not a power of two", 15, "SGLang sums the prefix over next_pow2(B) lanes", interpreted=True),
     Floor("batch: more than 4 requests (several programs)", 10, "Triton programs of 4 requests",
           interpreted=True),
+    Floor("batch: more than 1024 requests (a program sums the lengths before it in several steps)", 3,
+          "Triton: the lengths of the requests before a program summed 1024 at a time", interpreted=True),
     Floor("ranges: length 0", 20, "length-0 rows write nothing but count"),
     Floor("ranges: longer than 32", 12, "the kernel loops over 32-wide blocks", interpreted=True),
     Floor("ranges: longer than the Triton tile (several steps of a program)", 3, "the Triton tile is about "
@@ -250,6 +255,8 @@ ASSIGN_FLOORS = (
     Floor("out_cache_loc: a tail past the sum of lengths", 15, "the garbage tail is never read"),
     Floor("slots: near 2**31", 10, "slots near 2**31 stored as int32"),
     Floor("req_to_token: transposed", 6, "a transposed table", interpreted=True),
+    Floor("req_to_token: no columns (every range empty, slots in out_cache_loc)", 3, "L = 0: nothing to write, "
+          "out_cache_loc's slots never read"),
     Floor("layout: row stride > row length", 20, "row-strided tables"),
     Floor("ranges: longer than 32", 3, "slots 0 and 2**31 - 1 over long ranges", tier="hazard"),
 )

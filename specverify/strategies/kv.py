@@ -24,6 +24,7 @@ BLOCK_T, MAX_ROW = 16, 1024        # tokens and row elements per program of the 
 ONE_PROGRAM, ACCEPT_BLOCK, COUNT_BLOCK = 1024, 256, 4096   # Triton accept: entries one program takes whole, per
                                                           # program past that, per step of a program's count
 REQUESTS, SLOT_BLOCKS = 4, (8, 64)      # requests per program, the range of its tile's width (Triton assign)
+PREFIX_BLOCK = 1024                     # request lengths a Triton assign program sums per step
 
 
 def assign_tile_width(slots: int, batch: int) -> int:
@@ -175,7 +176,11 @@ def commit_draft_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     has_slot = rng.random(tokens) >= draw(st.sampled_from([0.0, 0.0, 0.3]))
     written = accepted & has_slot
     num_blocks = -(-int(written.sum()) // block_size) + draw(st.integers(0, 2))
-    num_blocks = max(num_blocks, 1)
+    if tokens and not written.any() and rng.random() < 0.5:
+        num_blocks = 0                                          # caches of no blocks: nothing to write
+        label("cache: no blocks (tokens, none written)")
+    else:
+        num_blocks = max(num_blocks, 1)
     slot_mapping = draw(slots(rng, written, num_blocks * block_size))
     slot_mapping[accepted & ~has_slot] = -1
     if (accepted & ~has_slot).any():
@@ -412,6 +417,9 @@ def accept_out_cache_loc_valid(draw, ctx: DrawContext, tier: str = "valid") -> E
     rng = draw(generator())
     index = accepted_rows(rng, batch, width, max(nodes, 1), shape)
     length = batch * max(nodes, 1) + draw(st.sampled_from([0, 0, 3]))
+    if batch * width and draw(st.integers(0, 9)) == 9:   # no slots at all: every entry -1
+        index, length = np.full_like(index, -1), 0
+        label("out_cache_loc: empty (every entry -1)")
     dtype = draw(labelled_dtype("out_cache_loc", ctx))
     return Example(
         tier=tier,
@@ -518,8 +526,10 @@ def assign_req_to_token_valid(draw, ctx: DrawContext, tier: str = "valid") -> Ex
     batch = 1 if kind == "single" else draw(batch_size(ctx, high=24 if ctx.small else 128))
     if stress:
         batch = ctx.limits("B", 0, draw(st.sampled_from([3, 5, 17, 33])))[1]
+    elif kind != "single" and draw(st.sampled_from([False] * 5 + [True])):   # past a step of the Triton prefix sum
+        batch = ctx.limits("B", 0, PREFIX_BLOCK + 76)[1]
     rows = max(1, draw(st.sampled_from([batch, batch + 1, batch + 4, batch // 2])))
-    width = draw(st.sampled_from([1, 5, 8, 33, 70, 100] if not ctx.small else [1, 5, 8, 40, 70]))
+    width = draw(st.sampled_from([1, 5, 8, 33, 70, 100, 0] if not ctx.small else [1, 5, 8, 40, 70, 0]))
     if stress:
         width, rows = max(width, 33), max(rows, batch)
     rng = draw(generator())
@@ -527,13 +537,17 @@ def assign_req_to_token_valid(draw, ctx: DrawContext, tier: str = "valid") -> Ex
         label(f"batch: more than {REQUESTS} requests (several programs)")
     if batch & (batch - 1):
         label("batch: B not a power of two")
+    if batch > PREFIX_BLOCK:
+        label(f"batch: more than {PREFIX_BLOCK} requests (a program sums the lengths before it in several steps)")
+    if width == 0:
+        label("req_to_token: no columns (every range empty, slots in out_cache_loc)")
     pool, start, end = draw(request_ranges(rng, batch, rows, width, stress))
     total = int((end - start).sum())
     if tier == "hazard":   # slots at 0 and 2**31 - 1 only, a tail of slots past int32 and below 0
         slots = rng.choice([0, INT32_MAX], total)
     else:
         slots = cache_locations(rng, total, "int32")
-    tail = rng.integers(-2**40, 2**40, draw(st.sampled_from([0, 1, 7])))
+    tail = rng.integers(-2**40, 2**40, max(draw(st.sampled_from([0, 1, 7])), int(width == 0)))   # L = 0: some slots
     if len(tail):
         label("out_cache_loc: a tail past the sum of lengths")
     if ((end - start) > assign_tile_width(total + len(tail), batch)).any():

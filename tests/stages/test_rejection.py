@@ -100,33 +100,27 @@ def test_recovered_keeps_the_first_of_ties_one_lane_apart_at_a_real_vocabulary(b
 
 
 @pytest.mark.parametrize("backend", ["torch", "triton"])
-def test_random_reads_a_contiguous_table_past_2_31_elements(backend):
+def test_random_reads_a_contiguous_table_past_2_31_elements(backend, wide_cuda):
     """14,200 one-draft requests over V = 151,936 (2.16e9 elements, 8.6 GB; a real batch's size): the target
     row of a late token lies past 2**31 elements, so a token position times the row stride formed in 32 bits
     reads the wrong p. Each draft holds p = 1 and u = 0.5, so every row accepts: draft, then bonus. The
     wide-offsets check never reaches this (no field of rejection.random arrives strided)."""
-    from specverify.runs.wide_offsets import MIN_MEMORY, device_memory, one_at_a_time
-
-    if device_memory() < MIN_MEMORY:
-        pytest.skip(f"needs a CUDA device of {MIN_MEMORY >> 30} GiB or more")
     import torch
 
     impl = implementation("rejection.random", backend)
-    tokens, vocab, cuda = 14_200, 151_936, torch.device("cuda")
+    tokens, vocab, cuda = 14_200, 151_936, wide_cuda
     assert tokens * vocab > 2**31
     drafts = torch.arange(tokens, device=cuda, dtype=torch.int64) * 7919 % vocab
     out = torch.full((tokens, 2), -9, dtype=torch.int32, device=cuda)
-    with one_at_a_time():
-        target = torch.zeros((tokens, vocab), dtype=torch.float32, device=cuda)
-        target[torch.arange(tokens, device=cuda), drafts] = 1.0
-        impl(draft_token_ids=drafts.int(), bonus_token_ids=torch.full((tokens,), 5, dtype=torch.int64, device=cuda),
-             cu_num_draft_tokens=torch.arange(1, tokens + 1, dtype=torch.int32, device=cuda), max_spec_len=1,
-             draft_probs=None, target_probs=target, recovered_token_ids=torch.zeros(tokens, dtype=torch.int32,
-                                                                                  device=cuda),
-             uniform_probs=torch.full((tokens,), 0.5, dtype=torch.float64, device=cuda),
-             is_greedy=torch.zeros(tokens, dtype=torch.bool, device=cuda), output_token_ids=out)
-        torch.cuda.synchronize()
-        del target
+    target = torch.zeros((tokens, vocab), dtype=torch.float32, device=cuda)
+    target[torch.arange(tokens, device=cuda), drafts] = 1.0
+    impl(draft_token_ids=drafts.int(), bonus_token_ids=torch.full((tokens,), 5, dtype=torch.int64, device=cuda),
+         cu_num_draft_tokens=torch.arange(1, tokens + 1, dtype=torch.int32, device=cuda), max_spec_len=1,
+         draft_probs=None, target_probs=target, recovered_token_ids=torch.zeros(tokens, dtype=torch.int32, device=cuda),
+         uniform_probs=torch.full((tokens,), 0.5, dtype=torch.float64, device=cuda),
+         is_greedy=torch.zeros(tokens, dtype=torch.bool, device=cuda), output_token_ids=out)
+    torch.cuda.synchronize()
+    del target
     expected = torch.stack([drafts.int(), torch.full_like(drafts, 5).int()], dim=1)
     wrong = (out != expected).any(dim=1).nonzero().flatten()
     assert len(wrong) == 0, f"{len(wrong)} rows wrong, the first {wrong[0].item()}: {out[wrong[0]].tolist()}"

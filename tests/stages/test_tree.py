@@ -11,6 +11,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
+from specverify import env
 from specverify.judge.harness import oracle_outputs
 from specverify.oracles import tree as oracle
 from specverify.records import backends
@@ -213,27 +214,22 @@ def test_pack_grid_past_one_wave_on_cuda():
         verify(target, example)
 
 
-def test_reconstruct_reads_a_mask_past_2_31_elements():
+def test_reconstruct_reads_a_mask_past_2_31_elements(wide_cuda):
     """524,289 chains of 64 nodes: the mask holds B * N * N > 2**31 elements (2.1 GB), so the Triton kernel
     must form its offsets in int64 there (it takes int32 below). Every tree is a chain: node i sits at
     verified_seq_len + i, its next token is i + 1, it has no sibling."""
-    from specverify.runs.wide_offsets import MIN_MEMORY, device_memory, one_at_a_time
-
-    if device_memory() < MIN_MEMORY:
-        pytest.skip(f"needs a CUDA device of {MIN_MEMORY >> 30} GiB or more")
     from specverify.kernels.triton.tree import reconstruct_from_mask
 
-    batch, n, cuda = 2**31 // (64 * 64) + 1, 64, torch.device("cuda")
+    batch, n, cuda = 2**31 // (64 * 64) + 1, 64, wide_cuda
     seq = torch.arange(batch, dtype=torch.int64, device=cuda) % 1000
     node = torch.arange(n, dtype=torch.int64, device=cuda)
     out = {"positions": torch.full((batch * n,), -9, dtype=torch.int64, device=cuda),
            **{name: torch.full((batch, n), -9, dtype=torch.int64, device=cuda) for name in draw.INDEX_OUTPUTS[1:]}}
-    with one_at_a_time():
-        chain = torch.tril(torch.ones((n, n), dtype=torch.bool, device=cuda))
-        mask = chain.expand(batch, n, n).contiguous().view(-1)
-        reconstruct_from_mask(tree_mask=mask, verified_seq_len=seq, N=n, **out)
-        torch.cuda.synchronize()
-        del mask
+    chain = torch.tril(torch.ones((n, n), dtype=torch.bool, device=cuda))
+    mask = chain.expand(batch, n, n).contiguous().view(-1)
+    reconstruct_from_mask(tree_mask=mask, verified_seq_len=seq, N=n, **out)
+    torch.cuda.synchronize()
+    del mask
     expected = {"positions": (seq[:, None] + node).view(-1),
                 "retrieve_index": torch.arange(batch * n, dtype=torch.int64, device=cuda).view(batch, n),
                 "retrieve_next_token": torch.where(node < n - 1, node + 1, -1).expand(batch, n),
@@ -241,6 +237,58 @@ def test_reconstruct_reads_a_mask_past_2_31_elements():
     for name, want in expected.items():
         wrong = (out[name] != want).view(batch, -1).any(dim=1).nonzero().flatten()
         assert len(wrong) == 0, f"{name}: {len(wrong)} requests wrong, the first {wrong[0].item()}"
+
+
+def test_pack_reads_a_mask_past_2_31_elements(wide_cuda):
+    """1,025 requests of Q = 16 over 131,072 columns (the last over 700): the last request's segment starts at
+    mask element 2**31, so the Triton kernel must take int64 offsets there (int32 below)."""
+    check_pack_on_cuda(wide_cuda, 16, [2**17] * 1024 + [700], 2**31 + 16 * 700)
+
+
+def test_pack_launches_more_blocks_a_request_than_a_grid_axis_holds():
+    """One request of Q = 1 over 2**27 + 2**11 columns: 65,537 blocks of 2,048 bits, past the 65,535 programs
+    a CUDA grid holds on its second axis, so the Triton kernel puts the blocks on the first."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    check_pack_on_cuda(torch.device("cuda"), 1, [2**27 + 2**11], 2**27 + 2**11)
+
+
+def test_pack_refuses_a_grid_past_both_axes():
+    """B and the blocks a request both past 65,535: no CUDA grid holds that many programs, and the Triton
+    wrapper says so, naming the argument, before any launch."""
+    env.prepare()
+    if env.triton_import_error():
+        pytest.skip(env.triton_import_error())
+    from specverify.kernels.triton.tree import GRID_Y, pack_mask
+
+    zeros = torch.zeros(GRID_Y + 2, dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"^max_kv_len: Q \* max_kv_len = 134219776 bits a request over "
+                                         r"B = 65536 requests needs a grid of more than 65535 programs on both"):
+        pack_mask(mask=torch.zeros(0, dtype=torch.bool), kv_indptr=zeros, packed_indptr=zeros, Q=1,
+                  max_kv_len=2**27 + 2**11, packed=torch.zeros(0, dtype=torch.uint8))
+
+
+def check_pack_on_cuda(cuda, q, lengths, bits_in_all):
+    """pack_mask (Triton) of random bits in segments of `lengths` columns, laid end to end in the mask and in
+    the packed bytes (Q * length is a multiple of 8): every byte the mask's bits, least significant first,
+    and the bytes past the last segment untouched."""
+    from specverify.kernels.triton.tree import pack_mask
+
+    indptr = torch.tensor([0, *np.cumsum(lengths)], dtype=torch.int32, device=cuda)
+    packed_indptr = (indptr.long() * q // 8).int()
+    assert q * int(indptr[-1]) == bits_in_all and all(q * n % 8 == 0 for n in lengths)
+    packed = torch.full((int(packed_indptr[-1]) + 3,), 7, dtype=torch.uint8, device=cuda)
+    bits = torch.randint(0, 2, (bits_in_all,), dtype=torch.uint8, device=cuda,
+                         generator=torch.Generator(cuda).manual_seed(0))
+    pack_mask(mask=bits.view(torch.bool), kv_indptr=indptr, packed_indptr=packed_indptr, Q=q, max_kv_len=max(lengths),
+              packed=packed)
+    torch.cuda.synchronize()
+    weights = (1 << torch.arange(8, dtype=torch.int32, device=cuda)).to(torch.uint8)
+    expected = (bits.view(-1, 8) * weights).sum(dim=1, dtype=torch.int32).to(torch.uint8)
+    del bits
+    wrong = (packed[:-3] != expected).nonzero().flatten()
+    assert len(wrong) == 0, f"{len(wrong)} packed bytes wrong, the first {wrong[0].item()}"
+    assert packed[-3:].tolist() == [7, 7, 7], "bytes past the last segment were written"
 
 
 @pytest.mark.parametrize("change, message", [
