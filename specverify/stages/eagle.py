@@ -464,6 +464,8 @@ longest query, wrong dtypes or lengths.""",
         Floor("copy_expand: shift=False, P=1", 4, "a draft model's pass: ids kept whole, the mapping not written",
               interpreted=True),
         Floor("copy_expand: shift=False, P=>1", 2, "out0 = qs + r * P without shift"),
+        Floor("copy_expand: P >= 16 (past the span codes cached warm)", 3, "16 parallel slots: a wide span (Torch: "
+              "its table of slot codes grows past the warm 16)", interpreted=True),
         Floor("copy_expand: int64 positions past 2**31", 1, "a position held or added in 32 bits wraps",
               interpreted=True),
         Floor("max_query_len: None", 3, "no host hint: sizes from the buffers"),
