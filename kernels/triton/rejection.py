@@ -224,10 +224,12 @@ def verify_kernel(out_ptr, o_row, o_col, rejected_ptr, rejected_stride, last_ptr
 
 @launcher
 @triton.jit
-def expand_kernel(out_ptr, x_ptr, cu_ptr, batch, replace_from, replace_to, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+def expand_kernel(out_ptr, x_ptr, cu_ptr, batch, replace_from, replace_to, ROWS: tl.constexpr, BLOCK: tl.constexpr,
+                  ONE_STEP: tl.constexpr):
     """expanded[start(r):end(r)] = x[r], or replace_to where x[r] == replace_from; no cap per request.
     ROWS requests per program, their spans written BLOCK tokens at a time up to the longest of them (one
-    program per request would make B programs of a few stores each)."""
+    program per request would make B programs of a few stores each); in one step, with no loop, when
+    ONE_STEP (BLOCK bounds every span)."""
     r = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     live = r < batch
     start = tl.load(cu_ptr + r - 1, mask=live & (r > 0), other=0)
@@ -235,9 +237,18 @@ def expand_kernel(out_ptr, x_ptr, cu_ptr, batch, replace_from, replace_to, ROWS:
     x = tl.load(x_ptr + r, mask=live)
     value = tl.where(x == replace_from, replace_to, x).to(out_ptr.dtype.element_ty)
     value = tl.broadcast_to(value[:, None], [ROWS, BLOCK])
-    for s in range(0, tl.max(end - start, axis=0), BLOCK):
-        offs = start[:, None] + s + tl.arange(0, BLOCK)[None, :]
-        tl.store(out_ptr + offs, value, mask=live[:, None] & (offs < end[:, None]))
+    if ONE_STEP:
+        expand_tile(out_ptr, value, start, end, live, 0, BLOCK)
+    else:
+        for s in range(0, tl.max(end - start, axis=0), BLOCK):
+            expand_tile(out_ptr, value, start, end, live, s, BLOCK)
+
+
+@triton.jit
+def expand_tile(out_ptr, value, start, end, live, s, BLOCK: tl.constexpr):
+    """Tokens [s, s + BLOCK) of each live request's span [start, end) set to its value."""
+    offs = start[:, None] + s + tl.arange(0, BLOCK)[None, :]
+    tl.store(out_ptr + offs, value, mask=live[:, None] & (offs < end[:, None]))
 
 
 def mask_args(is_greedy, fallback):
@@ -423,14 +434,15 @@ def one_row_tile(num_tokens) -> int:
 def expand(*, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded):
     """See `specverify.oracles.rejection.expand`. One launch: EXPAND_ROWS requests per program in tiles of 8
     tokens, or up to EXPAND_ONE_ROW requests one per program in one tile of num_tokens (which bounds every span;
-    at most 1024, a longer span loops)."""
+    at most 1024: past it, a span loops over tiles), with no loop up to 1024 tokens."""
     value_from, value_to = validate(check_expand, x, cu_num_tokens, num_tokens, replace_from, replace_to, expanded,
                                     values=reads_values(cu_num_tokens))
     if len(x) == 0:
         return
     rows, block = (1, one_row_tile(num_tokens)) if len(x) <= EXPAND_ONE_ROW else (EXPAND_ROWS, 8)
     expand_kernel[(cdiv(len(x), rows),)](expanded, x.contiguous(), cu_num_tokens.contiguous(), len(x),
-                                         value_from.item(), value_to.item(), ROWS=rows, BLOCK=block)
+                                         value_from.item(), value_to.item(), ROWS=rows, BLOCK=block,
+                                         ONE_STEP=rows == 1 and int(num_tokens) <= block)
 
 
 # ---------------------------------------------------------------- rejection.chain_cdf

@@ -76,6 +76,8 @@ EXPAND = (
           "per request (MAX_SPEC_LEN); the contract has no limit", interpreted=True),
     Floor("batch: a request with no drafts", 15, "a request without tokens writes nothing"),
     Floor("batch: B=0", 8, "an empty batch"),
+    Floor("expand: a span of more than 1024 tokens (one request over several tiles)", 3, "Triton: one request a "
+          "program up to 8 requests, its span in tiles of at most 1024 tokens", interpreted=True),
     Floor("x: float32", 15, "float x: NaN, signed zeros, rounding of the replace values"),
     Floor("x: int32", 15, "int32 x"),
     Floor("x: int64", 15, "int64 x"),

@@ -354,6 +354,8 @@ def random_table(ex: Example):
 
 # --- rejection.expand --------------------------------------------------------------------------------
 
+EXPAND_ONE_ROW, LONG_SPAN = 8, 1100   # Triton expand: batches one request per program, a span past its 1024 tile
+
 # float32 replace_from values, by kind: a zero of either sign, a number float32 rounds, another number
 REPLACE_FROM = {"zero": (0.0, -0.0), "not a float32": (0.1, 1e-7), "a float32": (-1.0, 0.5)}
 FLOAT_SPECIALS = np.array([0.0, -0.0, 1.0, -1.0, np.nan, np.inf, 0.5], np.float32)
@@ -389,6 +391,12 @@ def expand_valid(draw, ctx: DrawContext) -> Example:
                      rng.integers(-5, 100, batch.batch)).astype(dtype)
         if len(x) and replace_from in (info.min, info.max):
             label("x: replace_from the dtype's min or max")
+    within = ctx.limits("max_spec_len", 0, LONG_SPAN)[1] == LONG_SPAN     # a declared bound on spans may exclude it
+    if 0 < batch.batch <= EXPAND_ONE_ROW and within and rng.random() < 0.4:   # Triton: a span over tiles of 1024
+        counts = batch.counts.copy()
+        counts[rng.integers(batch.batch)] = LONG_SPAN
+        batch = DraftBatch(counts, max(batch.max_spec_len, LONG_SPAN))
+        label("expand: a span of more than 1024 tokens (one request over several tiles)")
     return Example(
         tier="valid",
         inputs={"x": x, "cu_num_tokens": inclusive_offsets(batch.counts), "num_tokens": batch.num_tokens,
