@@ -66,6 +66,11 @@ BUILD_FLOORS = (
     Floor("tree: root only", 6, "TREES.md stress: N = 1, mask [1] and links -1", interpreted=True),
     Floor("tree: chain", 3, "topk = 1: the differential pair with SGLang's build_chain_tree"),
     Floor("tree: star", 2, "depth = 1: every node a child of the root, parent_list unread"),
+    Floor("tree: a node grows from the last kept beam (parent_list's last column)", 4,
+          "the beam read at group topk*(depth-1), the last a node can name", interpreted=True),
+    Floor("tree: two steps of one beam (parent_list of 2 columns), a node under node 1", 2,
+          "topk 1, depth 2 (a chain of two drafts): the one parent_list that passes a guard on one column "
+          "and still names a parent", interpreted=True),
     Floor("parent_list: no columns", 5, "P may be 0 when depth = 1"),
     Floor("tree: N not a power of two", 10, "the Triton kernel's BLOCK_N tail", interpreted=True),
     Floor("tree: large", 2, "N past 64: the Triton build's rows come in several tiles"),

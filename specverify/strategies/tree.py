@@ -116,9 +116,16 @@ def build_shape(draw, ctx: DrawContext, mode: int) -> tuple[str, int, int, int]:
         topk += 1
     entries = topk + (depth - 1) * topk * topk
     nodes = 1 if shape == "root only" else draw(st.integers(low, min(entries + 1, cap)))
-    if nodes & (nodes - 1):
-        label("tree: N not a power of two")
     return shape, topk, depth, nodes
+
+
+def two_steps(ctx: DrawContext, rng: np.random.Generator, shape: str, depth: int) -> bool:
+    """Whether a chain of depth > 1 becomes the chain of two steps (topk 1, depth 2, N = 3: node 2 grows from
+    parent_list's second column), in half of those the declared bounds allow (decided by the example's
+    generator, so the Hypothesis choices stay those of the chain drawn)."""
+    low, high = ctx.limits("N", 1, oracle.MAX_NODES)
+    deep = ctx.limits("depth", 1, oracle.MAX_NODES)[1]
+    return shape == "chain" and depth > 1 and 2 <= deep and low <= 3 <= high and rng.random() < 0.5
 
 
 @st.composite
@@ -126,14 +133,18 @@ def build_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
     mode = draw(st.sampled_from(build_modes(ctx)))
     label(f"mask: mode {mode}")
     shape, topk, depth, nodes = draw(build_shape(ctx, mode))
-    if mode == oracle.QLEN_ONLY_BITPACKING:
-        label(f"mask: mode 2, {oracle.row_bytes(nodes)}-byte rows")
-        if nodes > 8:
-            label("mask: mode 2, rows of 2 or 4 bytes")
     high = 1 if shape == "large" else 3 if ctx.small else 64
     batch = draw(batch_size(ctx, 0, high))
     label("batch: B=0" if batch == 0 else "batch: B=1" if batch == 1 else "batch: B>1")
     rng = draw(generator())
+    if two_steps(ctx, rng, shape, depth):
+        depth, nodes = 2, 3
+    if nodes & (nodes - 1):
+        label("tree: N not a power of two")
+    if mode == oracle.QLEN_ONLY_BITPACKING:
+        label(f"mask: mode 2, {oracle.row_bytes(nodes)}-byte rows")
+        if nodes > 8:
+            label("mask: mode 2, rows of 2 or 4 bytes")
     long = "long" if mode == oracle.FULL_MASK else "short"
     seq_kind = draw(st.sampled_from(["short", long, long, "zero"]))
     if tier == "hazard" and mode != oracle.FULL_MASK:
@@ -153,6 +164,11 @@ def build_valid(draw, ctx: DrawContext, tier: str = "valid") -> Example:
         np.zeros((0, columns), np.int64)
     selected = np.stack([select(rng, row, topk, nodes - 1, style) for row in parent_list]) if batch else \
         np.zeros((0, nodes - 1), np.int64)
+    grown = selected // topk
+    if depth > 1 and (grown == columns - 1).any():
+        label("tree: a node grows from the last kept beam (parent_list's last column)")
+        if columns == 2:
+            label("tree: two steps of one beam (parent_list of 2 columns), a node under node 1")
     needed = oracle.mask_length(mode, nodes, seq)
     tail = draw(st.sampled_from([0, 0, 1, 9]))
     dtype = "uint8" if mode == oracle.QLEN_ONLY_BITPACKING else "bool"
