@@ -49,11 +49,12 @@ def iota(n: int, like: torch.Tensor, dtype: torch.dtype = torch.long) -> torch.T
 
 def low_bits(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """int64 `values` as int32 `dtype` with no launch: a view of each element's low 32 bits (little-endian
-    devices), the value itself wherever it fits int32; `values` when the dtype already agrees. The last
-    dim must have stride 1. (A big-endian host gets a converted copy.)"""
+    devices), the value itself wherever it fits int32; `values` when the dtype already agrees. A last dim of
+    stride other than 1 (a broadcast single element or an empty run, which torch counts as contiguous) and a
+    big-endian host get a converted copy."""
     if values.dtype == dtype:
         return values
-    if sys.byteorder != "little":
+    if sys.byteorder != "little" or values.stride(-1) != 1:
         return values.to(dtype)
     return values.view(dtype)[..., ::2]
 
