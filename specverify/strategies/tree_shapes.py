@@ -5,7 +5,9 @@ of a detached tree), then turned into links with each child list in a drawn orde
 the node numbers permuted (the root stays node 0). Shapes (`SHAPES`): k-ary, random irregular, star,
 chain, depth 1 (a few children of the root, the other nodes unused), root only (every other node
 unused), and padded (an irregular tree on some nodes, the rest unused or a detached tree that no walk
-from the root reaches, sometimes hung on the root's sibling link, which no walk reads). Orders:
+from the root reaches, sometimes hung on the root's sibling link, which no walk reads; or else, in half
+of such requests, the root itself listed as the child of a node outside its tree: the root heads its
+tree whatever links to it). Orders:
 ascending node numbers (what `tree.build` writes), descending, or shuffled. Every draw is a forest:
 no node is the target of two links and no walk along the links returns to a node.
 """
@@ -120,6 +122,7 @@ def trees(draw, batch: int, n: int, shape: str | None = None) -> Trees:
     label(f"tree: siblings {order}")
     label("tree: N=1" if n == 1 else "tree: N a power of two" if n & (n - 1) == 0 else "tree: N not a power of two")
     found = {k: np.full((batch, n), -1, np.int64) for k in ("next_token", "next_sibling", "parent", "depth")}
+    free = {}     # per padded request: its nodes outside the root's tree with no child
     for b in range(batch):
         kind = str(rng.choice(SHAPES)) if mixed and shape is None else chosen
         label(f"tree: {kind}")
@@ -132,6 +135,12 @@ def trees(draw, batch: int, n: int, shape: str | None = None) -> Trees:
         if kind == "padded" and hang and len(heads):
             sibling[0] = heads[0]             # a detached tree on the root's sibling link
             label("tree: detached tree on the root's sibling link")
+        elif kind == "padded" and len(outside := np.flatnonzero((depths(parent) < 0) & (token < 0))):
+            free[b] = outside
         found["next_token"][b], found["next_sibling"][b] = token, sibling
         found["parent"][b], found["depth"][b] = parent, depths(parent)
+    for b, outside in free.items():       # decided after every request's draws: those keep their values
+        if rng.random() < 0.5:            # the root listed as a child of a node no walk from it reaches
+            found["next_token"][b, rng.choice(outside)] = 0
+            label("tree: the root in the child list of a node outside its tree")
     return Trees(**found)
