@@ -537,6 +537,8 @@ SAMPLE_FLOORS = (
     Floor("tree: N=1", 2, "N = 1: only the pick"),
     Floor("tree: the root in the child list of a node outside its tree", 3,
           "the root heads its tree whatever links to it (a stale link from a node no walk reaches)"),
+    Floor("tree: the root a later child of a node outside its tree", 3,
+          "the root is a sibling's successor: the running mass of the owner's list passes through it"),
     Floor("batch: B>1", 20, "one Triton program per request", interpreted=True),
     Floor("layout: strided", 20, "strided uniform_samples, target_probs and draft_probs", interpreted=True),
     Floor("hazard: nan", 1, "a NaN p makes the mass NaN", tier="hazard"),

@@ -6,8 +6,8 @@ the node numbers permuted (the root stays node 0). Shapes (`SHAPES`): k-ary, ran
 chain, depth 1 (a few children of the root, the other nodes unused), root only (every other node
 unused), and padded (an irregular tree on some nodes, the rest unused or a detached tree that no walk
 from the root reaches, sometimes hung on the root's sibling link, which no walk reads; or else, in half
-of such requests, the root itself listed as the child of a node outside its tree: the root heads its
-tree whatever links to it). Orders:
+of such requests, the root itself listed as the first or a later child of a node outside its tree: the
+root heads its tree whatever links to it). Orders:
 ascending node numbers (what `tree.build` writes), descending, or shuffled. Every draw is a forest:
 no node is the target of two links and no walk along the links returns to a node.
 """
@@ -135,12 +135,26 @@ def trees(draw, batch: int, n: int, shape: str | None = None) -> Trees:
         if kind == "padded" and hang and len(heads):
             sibling[0] = heads[0]             # a detached tree on the root's sibling link
             label("tree: detached tree on the root's sibling link")
-        elif kind == "padded" and len(outside := np.flatnonzero((depths(parent) < 0) & (token < 0))):
+        elif kind == "padded" and len(outside := np.flatnonzero(depths(parent) < 0)):
             free[b] = outside
         found["next_token"][b], found["next_sibling"][b] = token, sibling
         found["parent"][b], found["depth"][b] = parent, depths(parent)
     for b, outside in free.items():       # decided after every request's draws: those keep their values
         if rng.random() < 0.5:            # the root listed as a child of a node no walk from it reaches
-            found["next_token"][b, rng.choice(outside)] = 0
-            label("tree: the root in the child list of a node outside its tree")
+            hang_root(found["next_token"][b], found["next_sibling"][b], int(rng.choice(outside)))
     return Trees(**found)
+
+
+def hang_root(next_token: np.ndarray, next_sibling: np.ndarray, owner: int) -> None:
+    """List the root as the last child of `owner`, a node outside the root's tree: its only child, or after
+    its children (the root is then some node's next sibling). No walk from the root returns to it."""
+    if next_token[owner] < 0:
+        next_token[owner] = 0
+        label("tree: the root in the child list of a node outside its tree")
+        return
+    last = int(next_token[owner])
+    while next_sibling[last] >= 0:
+        last = int(next_sibling[last])
+    next_sibling[last] = 0
+    label("tree: the root in the child list of a node outside its tree")
+    label("tree: the root a later child of a node outside its tree")
