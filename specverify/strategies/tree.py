@@ -474,9 +474,9 @@ DEEP_SHAPES = ("chain", "irregular", "k-ary", "padded")
 
 
 @st.composite
-def tree_batch(draw, ctx: DrawContext, most: int = 512, none: bool = False) -> tuple[int, int, Trees, bool]:
+def tree_batch(draw, ctx: DrawContext, most: int = 512, no_nodes: bool = False) -> tuple[int, int, Trees, bool]:
     """(B, N, trees, deep): B small in the interpreter (rarely up to 64), B * N bounded by `most` (64 in
-    the interpreter); with `none`, B = 0 comes with N = 0 where N was drawn even. Mode "single" gives N of 1
+    the interpreter); with `no_nodes`, B = 0 comes with N = 0 where N was drawn even. Mode "single" gives N of 1
     or 2; mode "stress" (`deep`) a batch of at least one tree of 8 or more nodes and a shape that can be deep."""
     most = min(most, 64) if ctx.small else most
     kind = draw(mode())
@@ -490,7 +490,7 @@ def tree_batch(draw, ctx: DrawContext, most: int = 512, none: bool = False) -> t
     high = max(1, min(ctx.max_batch, most // n, 4 if ctx.small and draw(st.integers(0, 7)) else 64))
     batch = draw(batch_size(ctx, 1 if deep else 0, high))
     label("batch: B=0" if batch == 0 else "batch: B=1" if batch == 1 else "batch: B>1")
-    if none and batch == 0 and n % 2 == 0:    # decided by the drawn N: the Hypothesis choices stay the batch's
+    if no_nodes and batch == 0 and n % 2 == 0:    # decided by the drawn N: the Hypothesis choices stay the batch's
         n = 0                                  # [0, 0] tensors: the checks ask N >= 1 only of a request
         label("batch: B=0 with N=0")
     return batch, n, draw(trees(batch, n, draw(st.sampled_from(DEEP_SHAPES)) if deep else None)), deep
@@ -544,7 +544,8 @@ def greedy_tokens(draw, tree: Trees, predict: np.ndarray, index: np.ndarray, dee
     if planted.any():
         label("candidates: the path to a deepest node matches")
     found = np.where(planted, want, found)
-    found[:, :1] = rng.integers(-1, 9, (len(found), min(1, found.shape[1])))
+    if found.size:
+        found[:, 0] = rng.integers(-1, 9, len(found))
     return found.astype(np.int64)
 
 
@@ -560,7 +561,7 @@ def predictions(draw, shape: tuple[int, int]) -> np.ndarray:
 
 @st.composite
 def verify_greedy_valid(draw, ctx: DrawContext, permuted: bool = False) -> Example:
-    batch, n, tree, deep = draw(tree_batch(ctx, none=True))
+    batch, n, tree, deep = draw(tree_batch(ctx, no_nodes=True))
     spec = draw(spec_for(tree, n, deep=deep))
     predict = draw(predictions((batch, n)))
     index = slots(batch, n)

@@ -122,7 +122,7 @@ def trees(draw, batch: int, n: int, shape: str | None = None) -> Trees:
     label(f"tree: siblings {order}")
     label("tree: N=1" if n == 1 else "tree: N a power of two" if n & (n - 1) == 0 else "tree: N not a power of two")
     found = {k: np.full((batch, n), -1, np.int64) for k in ("next_token", "next_sibling", "parent", "depth")}
-    free = {}     # per padded request: its nodes outside the root's tree with no child
+    free = {}     # per padded request: its nodes outside the root's tree
     for b in range(batch):
         kind = str(rng.choice(SHAPES)) if mixed and shape is None else chosen
         label(f"tree: {kind}")
@@ -132,13 +132,14 @@ def trees(draw, batch: int, n: int, shape: str | None = None) -> Trees:
         token, sibling = links(parent, order, rng)
         heads = np.flatnonzero((parent < 0) & (token >= 0))
         heads = heads[heads > 0]
+        depth = depths(parent)
         if kind == "padded" and hang and len(heads):
             sibling[0] = heads[0]             # a detached tree on the root's sibling link
             label("tree: detached tree on the root's sibling link")
-        elif kind == "padded" and len(outside := np.flatnonzero(depths(parent) < 0)):
+        elif kind == "padded" and len(outside := np.flatnonzero(depth < 0)):
             free[b] = outside
         found["next_token"][b], found["next_sibling"][b] = token, sibling
-        found["parent"][b], found["depth"][b] = parent, depths(parent)
+        found["parent"][b], found["depth"][b] = parent, depth
     for b, outside in free.items():       # decided after every request's draws: those keep their values
         if rng.random() < 0.5:            # the root listed as a child of a node no walk from it reaches
             hang_root(found["next_token"][b], found["next_sibling"][b], int(rng.choice(outside)))
@@ -148,13 +149,12 @@ def trees(draw, batch: int, n: int, shape: str | None = None) -> Trees:
 def hang_root(next_token: np.ndarray, next_sibling: np.ndarray, owner: int) -> None:
     """List the root as the last child of `owner`, a node outside the root's tree: its only child, or after
     its children (the root is then some node's next sibling). No walk from the root returns to it."""
+    label("tree: the root in the child list of a node outside its tree")
     if next_token[owner] < 0:
         next_token[owner] = 0
-        label("tree: the root in the child list of a node outside its tree")
         return
     last = int(next_token[owner])
     while next_sibling[last] >= 0:
         last = int(next_sibling[last])
     next_sibling[last] = 0
-    label("tree: the root in the child list of a node outside its tree")
     label("tree: the root a later child of a node outside its tree")
